@@ -1,4 +1,5 @@
-//! Prerequisites a test checks first: an engine CLI on PATH, root, a
+//! Prerequisites a test checks first: an engine CLI on PATH, a tool it
+//! drives (curl, pip, git), root, a
 //! sandbox that can start, a user namespace the user can make, a tmpfs
 //! this process can mount. Absent, a test skips
 //! with a printed reason locally and fails in CI ([`in_ci`]); and the lock
@@ -30,6 +31,28 @@ pub fn engine(name: &str) -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// True when `program args` runs and succeeds here (`what`, a tool the
+/// test drives: CI installs it); otherwise prints why the test is skipped
+/// and returns false locally, and fails in CI.
+pub fn program_available(program: &str, args: &[&str], what: &str) -> bool {
+    let found = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        if in_ci() {
+            panic!("{what} is not installed in CI (.ci/run installs it)");
+        }
+        eprintln!("skipping: {what} is not installed");
+    }
+    found
+}
+
+/// True when `curl` is on PATH ([`program_available`]).
+pub fn curl_available() -> bool {
+    program_available("curl", &["--version"], "curl")
 }
 
 /// True when a job's workspace can be an overlay here (this process is

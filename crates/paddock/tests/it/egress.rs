@@ -802,15 +802,7 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
 #[tokio::test]
 async fn a_client_that_prints_only_the_status_line_reads_why() {
     const PYTHON: &str = "/usr/bin/python3";
-    if std::process::Command::new(PYTHON)
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        if paddock_test_support::prelude::in_ci() {
-            panic!("{PYTHON} is not installed in CI (.ci/run installs it)");
-        }
-        eprintln!("skipping: {PYTHON} is not installed");
+    if !paddock_test_support::prelude::program_available(PYTHON, &["--version"], PYTHON) {
         return;
     }
     let mut p = Proxy::agent(&[], &[], MockResolver::new()).await;

@@ -16,22 +16,6 @@ use paddock_test_support::pypi_index::{PypiIndexStandIn, PYPI_PROJECT, PYPI_VERS
 /// The system Python (CI installs `python3-pip`, `.ci/run`).
 const PYTHON: &str = "/usr/bin/python3";
 
-/// True when `program args` runs; otherwise prints why the test is skipped
-/// locally, and fails in CI.
-fn present(program: &str, args: &[&str], what: &str) -> bool {
-    let found = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        if in_ci() {
-            panic!("{what} is not installed in CI (.ci/run installs it)");
-        }
-        eprintln!("skipping: {what} is not installed");
-    }
-    found
-}
-
 /// `pip download` of the index's project into `dest`, through the proxy
 /// the job's variables name (no `--proxy`: pip reads them; loopback is on
 /// NO_PROXY, for the broker: emptied here), no retries.
@@ -75,9 +59,9 @@ fn destinations(records: &[EgressRecord]) -> Vec<(String, EgressPhase, bool, Opt
 #[tokio::test(flavor = "multi_thread")]
 async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase() {
     if !sandbox_available()
-        || !present(PYTHON, &["-m", "pip", "--version"], "pip (python3-pip)")
-        || !present("npm", &["--version"], "npm")
-        || !present("tar", &["--version"], "tar")
+        || !program_available(PYTHON, &["-m", "pip", "--version"], "pip (python3-pip)")
+        || !program_available("npm", &["--version"], "npm")
+        || !program_available("tar", &["--version"], "tar")
     {
         return;
     }
@@ -240,7 +224,7 @@ async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase
 /// the CONNECT, a refused row of the agent phase) and git fails.
 #[tokio::test(flavor = "multi_thread")]
 async fn git_clone_over_https_with_a_self_signed_ca_in_setup_and_not_in_the_agent_phase() {
-    if !sandbox_available() || !present("git", &["--version"], "git") {
+    if !sandbox_available() || !program_available("git", &["--version"], "git") {
         return;
     }
     let remotes = tempfile::tempdir().unwrap();

@@ -587,13 +587,7 @@ async fn a_terminated_tunnel_speaks_http1_only() {
 /// profile names the value by a file, or (`by_env`) by a variable of
 /// Paddock's own environment.
 async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str, by_env: bool) {
-    let git_found = std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !git_found {
-        assert!(!in_ci(), "git is not installed in CI");
-        eprintln!("skipping: git is not installed");
+    if !program_available("git", &["--version"], "git") {
         return;
     }
     let remotes = tempfile::tempdir().unwrap();
@@ -769,13 +763,7 @@ async fn process_a_git_clone_uses_a_credential_the_job_never_holds() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stored_profiles_env_credential_leaves_paddocks_environment() {
     const VAR: &str = "PADDOCK_TEST_STORED_CRED";
-    let git_found = std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !git_found {
-        assert!(!in_ci(), "git is not installed in CI");
-        eprintln!("skipping: git is not installed");
+    if !program_available("git", &["--version"], "git") {
         return;
     }
     let root = nix::unistd::Uid::effective().is_root();

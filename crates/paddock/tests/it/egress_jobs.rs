@@ -20,22 +20,6 @@ use tokio::net::TcpListener;
 
 const HELLO: &str = "hello from the stand-in\n";
 
-/// True when `curl` is on PATH (CI installs it, `.ci/run`); otherwise
-/// prints why the test is skipped locally, and fails in CI.
-pub(crate) fn curl_available() -> bool {
-    let found = std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        if in_ci() {
-            panic!("curl is not installed in CI (.ci/run installs it)");
-        }
-        eprintln!("skipping: curl is not installed");
-    }
-    found
-}
-
 /// A plain HTTP server on loopback answering every request with [`HELLO`],
 /// but `GET /drip` with a body that never ends (1 KiB every 20 ms).
 async fn stand_in() -> u16 {

@@ -167,12 +167,6 @@ fn stopped(rung: &str, p: &Probed, looped: fn(&EventBody) -> bool) {
     );
 }
 
-/// True when `curl` is on PATH (CI installs it); otherwise prints why the
-/// test is skipped locally, and fails in CI.
-fn curl_available() -> bool {
-    super::egress_jobs::curl_available()
-}
-
 /// Tiny lines on the engine's output, each an `error` event (not JSON):
 /// far within `limits.max_output_bytes`, but a record each.
 #[tokio::test(flavor = "multi_thread")]

@@ -281,13 +281,7 @@ const PYTHON: &str = "/usr/bin/python3";
 /// `.venv`) and the console script, whose first line names the new job's
 /// Python; the index was asked once, by the first job.
 async fn a_restored_virtualenv_runs_on(rung: &str) {
-    let venv_works = std::process::Command::new(PYTHON)
-        .args(["-c", "import venv, ensurepip"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !venv_works {
-        assert!(!in_ci(), "python3-venv is not installed in CI");
-        eprintln!("skipping: {PYTHON} cannot make a virtualenv (python3-venv)");
+    if !program_available(PYTHON, &["-c", "import venv, ensurepip"], "python3-venv") {
         return;
     }
     let index = PypiIndexStandIn::start().await;
