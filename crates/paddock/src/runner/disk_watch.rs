@@ -202,6 +202,35 @@ impl DiskWatch {
         }))
     }
 
+    /// Why the job is past a limit now: the watcher's reason once it has
+    /// tripped, else a measurement made now (the host's reserve, then the
+    /// job's directory, as the watcher measures it), beside the watch;
+    /// `None` when within, or before the directory as provisioned is
+    /// measured. The setup cache stores nothing of a job past it.
+    pub async fn past_limit_now(&self) -> Option<String> {
+        let baseline = match &*self.state.borrow() {
+            State::Watching { baseline } => *baseline,
+            State::Tripped(why) => return Some(why.clone()),
+            State::Measuring => return None,
+        };
+        let (root, limit, reserve, since) =
+            (self.root.clone(), self.limit, self.reserve, self.since);
+        let helper_exe = self.helper_exe.clone();
+        let stop = self.stop.clone();
+        tokio::task::spawn_blocking(move || {
+            floor(&root, reserve).or_else(|| {
+                let stop_above = baseline.saturating_add(limit);
+                judge(
+                    &measure(&root, stop_above, (&helper_exe, since), Some(&stop)),
+                    baseline,
+                    limit,
+                )
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Some(format!("the job's disk could not be measured: {e}")))
+    }
+
     /// Stops watching and measures once more (the job's processes are
     /// gone; the measurement [`DiskWatch::begin_last`] started, if it was):
     /// why the job is past a limit, or `None`.

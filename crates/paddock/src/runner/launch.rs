@@ -89,7 +89,7 @@ pub(super) async fn budget_gate(
 pub(super) async fn launch(
     job: &Job,
     em: &mut Emitter,
-    prov: &Provisioned,
+    (prov, disk): (&Provisioned, &super::disk_watch::DiskWatch),
     prompt: String,
     path_env: String,
     creds: Credentials,
@@ -172,6 +172,7 @@ pub(super) async fn launch(
         &on_rung,
         setup_env,
         (&mut egress, prov.cap_ends),
+        disk,
         cancel,
     )
     .await

@@ -686,7 +686,7 @@ async fn engine(
     let start = launch::launch(
         job,
         em,
-        prov,
+        (prov, disk),
         assembled.prompt,
         assembled.path_env,
         creds,

@@ -76,6 +76,7 @@ pub(super) async fn run(
     on_rung: &RungJob<'_>,
     env: Vec<(String, String)>,
     (egress, cap_ends): (&mut Option<Egress>, Option<Instant>),
+    disk: &super::disk_watch::DiskWatch,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<bool, SetupStop> {
     let setup = &job.spec.setup;
@@ -180,9 +181,16 @@ pub(super) async fn run(
             return Err(with_refusals(em, failure).await?);
         }
     }
-    // Every command succeeded and nothing they started is left.
+    // Every command succeeded and nothing they started is left; what
+    // they made is stored only when it is within the job's disk (a
+    // command that ignored its errors, `cmd || true`, exits 0 on a full
+    // disk, its output partial), measured now: the watcher's walk may
+    // not have come since the last command ended.
     if let Some(c) = cached {
-        super::setup_cache::store(em, c, ws).await?;
+        match disk.past_limit_now().await {
+            Some(why) => super::setup_cache::decline(em, c, &why).await?,
+            None => super::setup_cache::store(em, c, ws).await?,
+        }
     }
     Ok(true)
 }

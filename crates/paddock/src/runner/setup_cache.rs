@@ -285,6 +285,26 @@ pub(super) async fn restore(
     Ok(false)
 }
 
+/// Says that what the (successful) setup added is not stored, and why
+/// (the job's disk past its limit when it ended).
+pub(super) async fn decline(
+    em: &mut Emitter,
+    cached: Cached,
+    why: &str,
+) -> Result<(), LaunchFailure> {
+    if cached.before.is_none() {
+        return Ok(());
+    }
+    say(
+        em,
+        format!(
+            "not stored in the setup cache (key {}): {why}",
+            cached.key.short()
+        ),
+    )
+    .await
+}
+
 /// Stores what the (successful) setup added.
 pub(super) async fn store(
     em: &mut Emitter,

@@ -583,3 +583,83 @@ async fn a_profile_narrowed_under_the_same_id_does_not_restore_what_the_wider_on
         (0, page.as_str())
     );
 }
+
+/// A setup that ignores its errors (`cmd || true`) exits 0 on a full
+/// disk, its output partial: a setup whose last command takes the job
+/// past `limits.max_disk_bytes` and exits 0 at once (before the disk
+/// watcher's next walk) stores nothing, the event naming the limit, and
+/// the job fails past it, where its output was stored and restored to the
+/// next job (the store ran before any walk saw it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_past_the_jobs_disk_limit_is_not_stored() {
+    let home = Home::new();
+    let limit = 1 << 20;
+    let spec = spec_with(
+        &home,
+        "process",
+        &["mkdir deps && (head -c 4194304 /dev/urandom > deps/part || true)"],
+        "",
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let text = text.replacen(
+        "[limits]\n",
+        &format!("[limits]\nmax_disk_bytes = {limit}\n"),
+        1,
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let cache: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Status {
+                phase: Phase::SetupCache,
+                detail,
+            } => detail.clone(),
+            _ => None,
+        })
+        .map(|d| match d.split_once(" to its directory (") {
+            // The bytes seen vary with the file system.
+            Some((head, _)) => format!("{head} to its directory (…"),
+            None => d,
+        })
+        .collect();
+    let key = cache.first().map(|d| key_of(d)).unwrap_or_default();
+    let stored: Vec<String> = std::fs::read_dir(home.jobs().join(".setup-cache"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != ".lock")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(&format!(
+                    "the job wrote more than limits.max_disk_bytes ({limit} bytes)"
+                ))),
+            cache,
+            stored
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            true,
+            vec![
+                format!("not in the setup cache (key {key}); the setup commands run"),
+                format!(
+                    "not stored in the setup cache (key {key}): the job wrote more than \
+                     limits.max_disk_bytes ({limit} bytes) to its directory (…"
+                ),
+            ],
+            Vec::<String>::new()
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
