@@ -1,5 +1,5 @@
-//! Git fixtures: `git` run with a fixed identity, and a real repository
-//! with one commit on `main`.
+//! Git fixtures: `git` run with a fixed identity, a real repository
+//! with one commit on `main`, and a file committed to one.
 
 use std::path::{Path, PathBuf};
 
@@ -31,4 +31,12 @@ pub fn repo(dir: &Path) -> PathBuf {
     git(&r, &["add", "."]);
     git(&r, &["commit", "-q", "-m", "init"]);
     r
+}
+
+/// Writes `name` (a path in `repo`'s work tree) with `contents`, adds it
+/// and commits it with `message`.
+pub fn commit_file(repo: &Path, name: &str, contents: impl AsRef<[u8]>, message: &str) {
+    std::fs::write(repo.join(name), contents).unwrap();
+    git(repo, &["add", name]);
+    git(repo, &["commit", "-q", "-m", message]);
 }

@@ -20,9 +20,7 @@ fn fixtures() -> PathBuf {
 /// A real repository with its own AGENTS.md, and the sample spec for it.
 fn sample(home: &Home) -> (PathBuf, PathBuf) {
     let repo = repo(home.path());
-    std::fs::write(repo.join("AGENTS.md"), REPO_AGENTS_MD).unwrap();
-    git(&repo, &["add", "AGENTS.md"]);
-    git(&repo, &["commit", "-q", "-m", "conventions"]);
+    commit_file(&repo, "AGENTS.md", REPO_AGENTS_MD, "conventions");
     let text = std::fs::read_to_string(fixtures().join("job.toml"))
         .unwrap()
         .replace("path = \"REPO\"", &format!("path = \"{}\"", repo.display()))

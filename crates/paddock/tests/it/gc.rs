@@ -73,9 +73,7 @@ impl Rig {
         let home = Home::new();
         let repo = repo(home.path());
         let noise: Vec<u8> = (0..256 * 1024).map(|_| rand::random::<u8>()).collect();
-        std::fs::write(repo.join("noise.bin"), noise).unwrap();
-        git(&repo, &["add", "noise.bin"]);
-        git(&repo, &["commit", "-qm", "noise"]);
+        commit_file(&repo, "noise.bin", noise, "noise");
         let remotes = home.path().join("remotes");
         std::fs::create_dir_all(&remotes).unwrap();
         for name in ["a", "b", "c"] {

@@ -148,9 +148,7 @@ struct Setup {
 fn setup(uid: u32) -> Setup {
     let home = Home::new();
     let repo = repo(home.path());
-    std::fs::write(repo.join("AGENTS.md"), "# Rules\n").unwrap();
-    git(&repo, &["add", "AGENTS.md"]);
-    git(&repo, &["commit", "-q", "-m", "agents"]);
+    commit_file(&repo, "AGENTS.md", "# Rules\n", "agents");
     let outside = home.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     git(&outside, &["init", "-q", "-b", "main"]);

@@ -26,20 +26,7 @@ fn first_on_path(bin: &Path) -> String {
 
 /// A commit adding `more.txt` to `repo`.
 fn commit_more(repo: &Path) {
-    std::fs::write(repo.join("more.txt"), "more\n").unwrap();
-    git(repo, &["add", "more.txt"]);
-    git(
-        repo,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@u",
-            "commit",
-            "-qm",
-            "more",
-        ],
-    );
+    commit_file(repo, "more.txt", "more\n", "more");
 }
 
 /// A directory with a `git` that appends its subcommand (its first
@@ -428,9 +415,12 @@ async fn a_repository_with_attributes_has_its_early_patch() {
     }
     let home = Home::new();
     let repo = repo(home.path());
-    std::fs::write(repo.join(".gitattributes"), "* text=auto\n*.id ident\n").unwrap();
-    git(&repo, &["add", ".gitattributes"]);
-    git(&repo, &["commit", "-q", "-m", "attributes"]);
+    commit_file(
+        &repo,
+        ".gitattributes",
+        "* text=auto\n*.id ident\n",
+        "attributes",
+    );
     let (rec, write_trees, mark, stderr) = early_patch_job(
         &home,
         &repo,

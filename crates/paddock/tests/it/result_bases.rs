@@ -159,9 +159,7 @@ async fn a_local_sources_remote_tracking_branch_is_a_base() {
         let repo = repo(home.path());
         let main = git(&repo, &["rev-parse", "main"]).trim().to_string();
         git(&repo, &["checkout", "-q", "-b", "fetched"]);
-        std::fs::write(repo.join("upstream.txt"), "from origin\n").unwrap();
-        git(&repo, &["add", "upstream.txt"]);
-        git(&repo, &["commit", "-q", "-m", "upstream's"]);
+        commit_file(&repo, "upstream.txt", "from origin\n", "upstream's");
         let fetched = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
         git(&repo, &["checkout", "-q", "main"]);
         git(&repo, &["branch", "-q", "-D", "fetched"]);
@@ -293,20 +291,7 @@ async fn a_url_sources_new_default_branch_is_the_base_of_later_jobs() {
     assert_eq!((first.status, first.reason), (JobStatus::Done, None));
     // The remote's default branch becomes `trunk`, a commit ahead of `main`.
     git(&repo, &["checkout", "-q", "-b", "trunk"]);
-    std::fs::write(repo.join("trunk.txt"), "on trunk\n").unwrap();
-    git(&repo, &["add", "trunk.txt"]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@x",
-            "commit",
-            "-qm",
-            "trunk",
-        ],
-    );
+    commit_file(&repo, "trunk.txt", "on trunk\n", "trunk");
     let trunk = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
     let parent = |branch: &str| git(&bare, &["rev-parse", &format!("{branch}^")]);
     let kept = run_with_token(&home, &ticket("T-2")).await;
@@ -338,20 +323,7 @@ async fn the_jobs_own_branch_checked_out_in_the_source_is_a_base() {
         .collect();
     let reviewed = |repo: &Path| {
         git(repo, &["checkout", "-q", "-b", "paddock/T-1/1"]);
-        std::fs::write(repo.join("reviewed.txt"), "attempt 1\n").unwrap();
-        git(repo, &["add", "reviewed.txt"]);
-        git(
-            repo,
-            &[
-                "-c",
-                "user.name=u",
-                "-c",
-                "user.email=u@x",
-                "commit",
-                "-qm",
-                "attempt 1",
-            ],
-        );
+        commit_file(repo, "reviewed.txt", "attempt 1\n", "attempt 1");
         git(repo, &["rev-parse", "HEAD"]).trim().to_string()
     };
     for layout in layouts.iter().copied() {

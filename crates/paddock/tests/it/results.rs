@@ -1023,19 +1023,11 @@ pub(super) fn other_repository(root: &Path, repo: &Path) -> PathBuf {
             other.to_str().unwrap(),
         ],
     );
-    std::fs::write(other.join("elsewhere.txt"), "the user's other repository\n").unwrap();
-    git(&other, &["add", "elsewhere.txt"]);
-    git(
+    commit_file(
         &other,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@x",
-            "commit",
-            "-qm",
-            "other",
-        ],
+        "elsewhere.txt",
+        "the user's other repository\n",
+        "other",
     );
     git(&other, &["push", "-q", "origin", "HEAD"]);
     elsewhere
@@ -2582,9 +2574,7 @@ async fn url_sources_are_cached_as_mirrors_fetched_per_job() {
     assert_eq!(git(&mirror, &["rev-parse", "main"]).trim(), main_then);
 
     // A commit pushed since: the next job starts from it.
-    std::fs::write(repo.join("later.txt"), "later\n").unwrap();
-    git(&repo, &["add", "later.txt"]);
-    git(&repo, &["commit", "-qm", "later"]);
+    commit_file(&repo, "later.txt", "later\n", "later");
     git(&repo, &["push", "-q", bare.to_str().unwrap(), "main"]);
     let main_now = git(&bare, &["rev-parse", "main"]).trim().to_string();
     let second = run().await;
