@@ -97,6 +97,16 @@ impl Home {
         cmd
     }
 
+    /// `paddock ARGS` on this home, started, its stdout and stderr piped
+    /// (for a test that signals it, or watches it run).
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        self.command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     pub async fn store(&self) -> SqliteStore {
         SqliteStore::open(&self.db()).await.unwrap()
     }

@@ -19,12 +19,7 @@ async fn signalled_run(
     spec: &std::path::Path,
     signal: nix::sys::signal::Signal,
 ) -> std::process::Output {
-    let child = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
     assert!(created_in_work(home, "started").await);
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, signal).unwrap();
@@ -84,12 +79,7 @@ async fn sigterm_and_sighup_cancel_like_ctrl_c() {
 async fn a_closed_stdout_and_stderr_never_stop_the_job() {
     let home = Home::new();
     let spec = fake_codex_job(&home, "process", "echo changed >> README.md; exit 0", 120);
-    let mut child = home
-        .command(&["run", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = home.spawn(&["run", spec.to_str().unwrap()]);
     drop(child.stdout.take());
     drop(child.stderr.take());
     let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
@@ -111,12 +101,7 @@ async fn a_closed_stdout_and_stderr_never_stop_the_job() {
 /// the `paddock` process itself (VmHWM, not its children) while it runs:
 /// its output and that peak in bytes.
 async fn run_measured(home: &Home, spec: &std::path::Path) -> (std::process::Output, u64) {
-    let child = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
     let status = format!("/proc/{}/status", child.id().unwrap());
     let sampler = tokio::spawn(async move {
         let mut peak = 0;

@@ -2018,12 +2018,7 @@ async fn a_cancel_while_a_github_app_token_is_minted_revokes_it() {
         return;
     };
     mock.hold_mint_answers(true);
-    let child = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while mock.minted().is_empty() {
         assert!(

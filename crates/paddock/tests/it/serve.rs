@@ -701,12 +701,7 @@ async fn a_cancel_of_a_paddock_run_on_the_servers_own_host_is_accepted() {
     let home = Home::new();
     let server = Server::start(&home, &[]).await;
     let spec = crate::hosts::waiting_job(&home, &home.path().join("never"));
-    let run = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
     let id = crate::hosts::started(&home).await;
     let resp = server.cancel(&id).await;
     let status = resp.status().as_u16();

@@ -477,12 +477,7 @@ async fn run_interrupted_mid_publish_cancels_it_and_publish_finishes_it() {
         return;
     };
     remote.set_stall(true);
-    let run = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
     push_started(&remote, "paddock run").await;
     let pid = nix::unistd::Pid::from_raw(run.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
@@ -551,12 +546,7 @@ async fn a_revocation_a_cancel_cut_short_is_finished_by_gc() {
         return;
     };
     remote.set_stall(true);
-    let run = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let run = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
     push_started(&remote, "paddock run").await;
     mock.hang_revocations(true);
     let pid = nix::unistd::Pid::from_raw(run.id().unwrap() as i32);
@@ -702,12 +692,7 @@ async fn publish_interrupted_mid_push_is_cancelled() {
     let artifacts = home.data().join("artifacts").join(&id);
 
     remote.set_stall(true);
-    let publish = home
-        .command(&["publish", &id, "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let publish = home.spawn(&["publish", &id, "--json"]);
     push_started(&remote, "paddock publish").await;
     let pid = nix::unistd::Pid::from_raw(publish.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
