@@ -138,6 +138,19 @@ impl Home {
             .collect()
     }
 
+    /// Job `id`'s egress records as its `network` events carry them, in
+    /// order.
+    pub async fn network_events(&self, id: &str) -> Vec<paddock_protocol::EgressRecord> {
+        self.event_bodies(id)
+            .await
+            .into_iter()
+            .filter_map(|body| match body {
+                paddock_protocol::EventBody::Network(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Job `id`'s session status events (`session_resumed`,
     /// `session_forked`) in order: their phase and detail.
     pub async fn session_statuses(

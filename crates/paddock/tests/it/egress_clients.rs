@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use paddock_protocol::{EgressPhase, EgressRecord, EventBody};
+use paddock_protocol::{EgressPhase, EgressRecord};
 use paddock_test_support::npm_registry::{NpmRegistryStandIn, NPM_PACKAGE, NPM_VERSION};
 use paddock_test_support::prelude::*;
 use paddock_test_support::pypi_index::{PypiIndexStandIn, PYPI_PROJECT, PYPI_VERSION, PYPI_WHEEL};
@@ -164,16 +164,7 @@ async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase
     );
     let store = home.store().await;
     let rows = store.egress(&rec.id).await.unwrap();
-    let events: Vec<EgressRecord> = store
-        .events(&rec.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.body {
-            EventBody::Network(r) => Some(r),
-            _ => None,
-        })
-        .collect();
+    let events = home.network_events(&rec.id).await;
     assert_eq!(events, rows);
     let mut expected = vec![
         (pip_at.clone(), EgressPhase::Setup, true, None),
@@ -295,16 +286,7 @@ async fn git_clone_over_https_with_a_self_signed_ca_in_setup_and_not_in_the_agen
     );
     let store = home.store().await;
     let rows = store.egress(&rec.id).await.unwrap();
-    let events: Vec<EgressRecord> = store
-        .events(&rec.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.body {
-            EventBody::Network(r) => Some(r),
-            _ => None,
-        })
-        .collect();
+    let events = home.network_events(&rec.id).await;
     assert_eq!(events, rows);
     assert_eq!(
         destinations(&rows),

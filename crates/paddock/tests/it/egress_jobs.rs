@@ -288,16 +288,7 @@ async fn run_curls(rung: &str) -> Ran {
         env: read("env"),
         bodies: format!("{}{}", read("through"), read("denied")),
         rows: store.egress(&rec.id).await.unwrap(),
-        events: store
-            .events(&rec.id, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .filter_map(|e| match e.body {
-                EventBody::Network(r) => Some(r),
-                _ => None,
-            })
-            .collect(),
+        events: home.network_events(&rec.id).await,
     };
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
     ran
