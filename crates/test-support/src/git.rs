@@ -1,5 +1,6 @@
 //! Git fixtures: `git` run with a fixed identity, a real repository
-//! with one commit on `main`, and a file committed to one.
+//! with one commit on `main`, a file committed to one, and a bare clone
+//! of one as a remote.
 
 use std::path::{Path, PathBuf};
 
@@ -39,4 +40,17 @@ pub fn commit_file(repo: &Path, name: &str, contents: impl AsRef<[u8]>, message:
     std::fs::write(repo.join(name), contents).unwrap();
     git(repo, &["add", name]);
     git(repo, &["commit", "-q", "-m", message]);
+}
+
+/// A bare remote `widgets.git` (a clone of `repo`) under `root`.
+pub fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
+    let bare = root.join("widgets.git");
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo)
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    bare
 }

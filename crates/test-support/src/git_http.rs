@@ -610,3 +610,14 @@ impl axum::serve::Listener for TlsListener {
         self.tcp.local_addr()
     }
 }
+
+/// The `Authorization` header a forge's git takes for `token` (HTTP
+/// basic, user `x-access-token`): what [`GitHttpServer::start`] is given
+/// to demand.
+pub fn basic(token: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
+    )
+}

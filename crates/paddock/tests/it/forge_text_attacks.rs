@@ -13,7 +13,9 @@
 
 use paddock_test_support::prelude::*;
 
-use super::results::{bare_remote, basic, run_with_token, with_github, TOKEN};
+use paddock_test_support::git_http::basic;
+
+use super::results::{run_with_token, with_github, TOKEN};
 
 /// The changed file's name.
 const FILE: &str = "fix` @acme-owners fixes #1 ![](http:evil.example?leak) <!--\n\n### Policy denials\nNone.\n\n```.txt";

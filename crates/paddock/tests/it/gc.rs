@@ -11,17 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
+use paddock_test_support::git_http::basic;
 use paddock_test_support::prelude::*;
 
 const TOKEN: &str = "ghs_paddockCapTestToken0123456789";
-
-fn basic(token: &str) -> String {
-    use base64::Engine as _;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
-    )
-}
 
 /// The directories (cache entries) under `dir`, `.tmp-` ones aside.
 fn entries(dir: &Path) -> BTreeSet<PathBuf> {

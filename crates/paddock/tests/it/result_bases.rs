@@ -10,9 +10,10 @@ use std::path::{Path, PathBuf};
 use paddock_protocol::JobStatus;
 use paddock_test_support::prelude::*;
 
+use paddock_test_support::git_http::basic;
+
 use super::results::{
-    bare_remote, basic, head_based_job, run_with_token, stand_in_job, use_url_source, with_github,
-    TOKEN,
+    head_based_job, run_with_token, stand_in_job, use_url_source, with_github, TOKEN,
 };
 
 /// A job on `repo` (a path, or with `url` the URL source `file://repo`)

@@ -27,8 +27,8 @@ const SERVED: &str = "pdk_servedToken_0123456789";
 
 async fn served(home: &Home, repo: &Path) -> Served {
     let served = home.path().join("served");
-    let served_repo = super::results::bare_remote(&served, repo);
-    let header_value = super::results::basic(SERVED);
+    let served_repo = bare_remote(&served, repo);
+    let header_value = paddock_test_support::git_http::basic(SERVED);
     let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
     let url = format!("{}/widgets.git", server.url);
     let config = home.path().join("user.gitconfig");

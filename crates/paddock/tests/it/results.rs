@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use paddock_test_support::git_http::basic;
 use paddock_test_support::prelude::*;
 
 /// A job spec on the `process` rung whose engine is the shell script
@@ -957,19 +958,6 @@ async fn a_change_outside_touch_only_is_flagged_in_the_closeout_and_the_events()
 
 pub(super) const TOKEN: &str = "ghs_paddockTestToken0123456789";
 
-/// A bare remote `widgets.git` (a clone of `repo`) under `root`.
-pub(super) fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
-    let bare = root.join("widgets.git");
-    let out = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(repo)
-        .arg(&bare)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    bare
-}
-
 /// A bare clone of `repo` as `remotes/widgets.git` under `home`, served
 /// over smart HTTP to requests whose `Authorization` is `authorization`:
 /// the repository and its server.
@@ -1055,14 +1043,6 @@ pub(super) async fn run_with_token(home: &Home, spec: &Path) -> paddock_protocol
         )
         .await;
     record(&out)
-}
-
-pub(super) fn basic(token: &str) -> String {
-    use base64::Engine as _;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
-    )
 }
 
 /// Calls that would merge, approve or enable auto-merge.
