@@ -4,7 +4,8 @@
 //! with `O_NOFOLLOW`, so a link is read as a link (`readlinkat`) and only
 //! its text is copied. What is carried: directories (mode 0755), regular
 //! files without setuid/setgid bits (mode 0755 when the owner could run
-//! them, else 0644; their bytes copied into a new inode, never linked),
+//! them, else 0644; their bytes copied into a new inode, never linked,
+//! their holes left holes: only a sparse file's data is written),
 //! relative links whose target stays inside the tree they belong to
 //! (checked on the text, lexically) and links to absolute paths (a
 //! virtualenv's `bin/python3 -> /usr/bin/python3`: text the job could
@@ -21,7 +22,7 @@
 //! length-prefixed strings (`.pyc`) and offsets intact.
 
 use std::ffi::OsStr;
-use std::io::{self, Read as _, Write as _};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
@@ -124,8 +125,8 @@ fn replace_in(buf: &mut [u8], start: usize, from: &[u8], to: &[u8]) -> usize {
 /// length) through a fixed buffer, a name split across two reads
 /// included; whether anything was replaced.
 fn copy_rewriting(
-    from: &mut std::fs::File,
-    to: &mut std::fs::File,
+    from: &mut impl io::Read,
+    to: &mut impl io::Write,
     rw: &Rewrite,
 ) -> io::Result<bool> {
     // What is held back after each read: the longest start of a name
@@ -451,16 +452,56 @@ fn copy_file(
     let to = rustix::fs::openat(dst, os_name, write, Mode::from_raw_mode(mode))
         .map_err(|e| io_err(rel, e))?;
     let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
-    if rw.applies() {
-        if copy_rewriting(&mut from, &mut to, rw).map_err(|e| io_err(rel, e))? {
-            acc.rewritten += 1;
-        }
-    } else {
-        io::copy(&mut from, &mut to).map_err(|e| io_err(rel, e))?;
+    let len = u64::try_from(stat.st_size).unwrap_or(0);
+    if copy_sparse(&mut from, &mut to, len, rw).map_err(|e| io_err(rel, e))? {
+        acc.rewritten += 1;
     }
     // The umask may have narrowed the mode.
     rustix::fs::fchmod(&to, Mode::from_raw_mode(mode)).map_err(|e| io_err(rel, e))?;
     Ok(())
+}
+
+/// `from`'s data copied into `to` at the same offsets, its holes left
+/// holes (`SEEK_DATA`/`SEEK_HOLE`; a file system that reports none has
+/// its files read as all data), `to` then `len` long; with `rw` applied
+/// within each run of data (a name cannot span a hole: holes read as NUL
+/// bytes, which no path holds). What is written is what the file holds,
+/// never its length: a setup's `truncate -s 50G` had the host write its
+/// zeros into the cache, and a restore into the next job, while the
+/// producing job was charged for the blocks it held (none). Whether
+/// anything was rewritten.
+fn copy_sparse(
+    from: &mut std::fs::File,
+    to: &mut std::fs::File,
+    len: u64,
+    rw: &Rewrite,
+) -> io::Result<bool> {
+    use std::io::{Seek as _, SeekFrom};
+    let mut changed = false;
+    let mut at = 0u64;
+    while at < len {
+        let data = match rustix::fs::seek(&*from, rustix::fs::SeekFrom::Data(at)) {
+            Ok(data) => data,
+            // No data past `at`: the rest is a hole.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        if data >= len {
+            break;
+        }
+        let hole = rustix::fs::seek(&*from, rustix::fs::SeekFrom::Hole(data))?.min(len);
+        from.seek(SeekFrom::Start(data))?;
+        to.seek(SeekFrom::Start(data))?;
+        let mut run = io::Read::take(&mut *from, hole.saturating_sub(data));
+        if rw.applies() {
+            changed |= copy_rewriting(&mut run, to, rw)?;
+        } else {
+            io::copy(&mut run, to)?;
+        }
+        at = hole.max(data + 1);
+    }
+    to.set_len(len)?;
+    Ok(changed)
 }
 
 /// Splits `rel` into its parent directory and its last name.

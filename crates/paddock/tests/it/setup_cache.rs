@@ -663,3 +663,80 @@ async fn a_setup_past_the_jobs_disk_limit_is_not_stored() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The length and allocated bytes of the file at `path`.
+fn length_and_held(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::symlink_metadata(path).unwrap();
+    (m.len(), m.blocks() * 512)
+}
+
+/// A setup's sparse file (`truncate -s 256M`, a few bytes of data in it:
+/// no disk held, so nothing against `limits.max_disk_bytes`) is stored
+/// and restored sparse, its data where it was: the cache's copy and the
+/// next job's hold its data's blocks, not its length, where the store
+/// wrote the file's zeros into the cache (256 MB of the host's disk from
+/// a job allowed 16 MB) and the restore into the next job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sparse_file_from_setup_is_stored_and_restored_sparse() {
+    let home = Home::new();
+    let len: u64 = 256 << 20;
+    let limit: u64 = 16 << 20;
+    let spec = spec_running(
+        &home,
+        "process",
+        "exec 2>/dev/null; stat -c '%s %b %B' deps/sparse > \"$HOME/seen\"; tail -c 5 deps/sparse >> \"$HOME/seen\"",
+        &[&format!(
+            "mkdir deps && truncate -s {} deps/sparse && printf tail >> deps/sparse",
+            len - 4
+        )],
+        "",
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let text = text.replacen(
+        "[limits]\n",
+        &format!("[limits]\nmax_disk_bytes = {limit}\n"),
+        1,
+    );
+    std::fs::write(&spec, text).unwrap();
+    let first = run(&home, &spec).await;
+    let cache = home.jobs().join(".setup-cache");
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("work/deps/sparse").exists())
+        .unwrap();
+    let (stored_len, stored_held) = length_and_held(&entry.join("work/deps/sparse"));
+    let second = run(&home, &spec).await;
+    // `stat`'s length, blocks and block size as the engine saw them.
+    let seen = |r: &Run| -> (u64, bool, String) {
+        let (line, tail) = r.seen.split_once('\n').unwrap_or((&r.seen, ""));
+        let parts: Vec<u64> = line
+            .split(' ')
+            .map(|n| n.trim().parse().unwrap_or(u64::MAX))
+            .collect();
+        match parts.as_slice() {
+            [len, blocks, size] => (*len, blocks * size < 1 << 20, tail.to_string()),
+            _ => (0, false, r.seen.clone()),
+        }
+    };
+    assert_eq!(
+        (
+            seen(&first),
+            second.commands_run,
+            seen(&second),
+            stored_len,
+            stored_held < 1 << 20
+        ),
+        (
+            (len, true, "\0tail".to_string()),
+            0,
+            (len, true, "\0tail".to_string()),
+            len,
+            true
+        ),
+        "the cache's copy holds {stored_held} bytes; {:?}",
+        second.cache
+    );
+}
