@@ -1,7 +1,8 @@
 //! TLS as a job's client speaks it, for tests of the egress proxy: a
 //! minimal but well-formed ClientHello with a chosen server name and
-//! extensions, framed in records of a chosen size; and a real HTTPS client
-//! set up as a job's is ([`job_client`]).
+//! extensions, framed in records of a chosen size; a real HTTPS client
+//! set up as a job's is ([`job_client`]); and a TLS client's configuration
+//! trusting a job's CA alone ([`client_config`]).
 
 /// A minimal ClientHello (TLS 1.2 record framing) with `sni` and the
 /// extra extensions `(type, data)`, split into records of `record_len`
@@ -41,6 +42,25 @@ pub fn client_hello(sni: Option<&str>, extra: &[(u16, Vec<u8>)], record_len: usi
         out.extend_from_slice(part);
     }
     out
+}
+
+/// A TLS client's configuration trusting only `roots` (a job's CA bundle
+/// as read: the proxy's CA), offering the protocols `alpn`.
+pub fn client_config(
+    roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    alpn: &[&[u8]],
+) -> rustls::ClientConfig {
+    let mut store = rustls::RootCertStore::empty();
+    store.add_parsable_certificates(roots);
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
 }
 
 /// A real HTTPS client as a job has one: every request through the proxy

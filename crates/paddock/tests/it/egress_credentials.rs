@@ -542,16 +542,7 @@ async fn handshake(rig: &Rig, alpn: &[&[u8]]) -> Result<Option<Vec<u8>>, String>
     let mut head = [0u8; 39];
     s.read_exact(&mut head).await.unwrap();
     assert_eq!(&head[..], b"HTTP/1.1 200 Connection established\r\n\r\n");
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(roots_of(&rig.creds.bundle).certs);
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let config = tls::client_config(roots_of(&rig.creds.bundle).certs, alpn);
     let name = rustls::pki_types::ServerName::try_from("localhost".to_string()).unwrap();
     match tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, s)

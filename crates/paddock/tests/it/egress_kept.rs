@@ -395,16 +395,8 @@ async fn a_host_writing_in_small_pieces_without_nodelay_is_answered_whole() {
 async fn the_jobs_tls_session_with_the_proxy_is_resumed() {
     let host = Host::start().await;
     let job = Job::start(&host, "job-r", EgressPhase::Agent).await;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(roots_of(&job.creds.bundle).certs);
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let config =
+        paddock_test_support::tls::client_config(roots_of(&job.creds.bundle).certs, &[b"http/1.1"]);
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let port = host.server.port();
     let mut kinds = Vec::new();
