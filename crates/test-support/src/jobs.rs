@@ -92,6 +92,13 @@ timeout_secs = 120
     p
 }
 
+/// A Codex job spec in `home` on a repository made at `home/repo`, its
+/// upstream the scripted provider playing `scenario` (`scenario.toml`).
+pub fn scripted_job(home: &Home, scenario: &str) -> PathBuf {
+    let repo = repo(home.path());
+    job(home.path(), "codex", &repo, SCRIPTED, Some(scenario))
+}
+
 /// A job spec on `rung` whose engine is the shell script `body` (run as
 /// Codex), with `timeout_secs`.
 pub fn fake_codex_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {

@@ -15,8 +15,7 @@ fn stderr(out: &std::process::Output) -> String {
 #[tokio::test]
 async fn unknown_spec_field_is_bad_input_naming_the_field() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let text = std::fs::read_to_string(&spec)
         .unwrap()
         .replace("[engine]\n", "[engine]\nflavour = \"x\"\n");
@@ -39,8 +38,7 @@ async fn unknown_spec_field_is_bad_input_naming_the_field() {
 #[tokio::test]
 async fn invalid_values_name_field_and_reason() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let text = std::fs::read_to_string(&spec)
         .unwrap()
         .replace("id = \"T-1\"", "id = \"../etc\"");
@@ -134,8 +132,7 @@ async fn unset_key_variable_is_bad_input() {
 #[tokio::test]
 async fn an_unset_forge_token_is_bad_input_before_the_job_starts() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let text = std::fs::read_to_string(&spec).unwrap();
     let missing = home.path().join("no-such-key");
     let mut said = Vec::new();
@@ -179,14 +176,7 @@ async fn an_unset_forge_token_is_bad_input_before_the_job_starts() {
 #[tokio::test]
 async fn bad_scenario_is_bad_input_naming_the_file() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(
-        home.path(),
-        "codex",
-        &repo,
-        SCRIPTED,
-        Some("[[turn]]\ntxet = \"typo\"\n"),
-    );
+    let spec = scripted_job(&home, "[[turn]]\ntxet = \"typo\"\n");
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
@@ -197,8 +187,7 @@ async fn bad_scenario_is_bad_input_naming_the_file() {
 #[tokio::test]
 async fn missing_engine_binary_is_a_failed_job_never_a_fallback() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         "[engine]\n",
         "[engine]\nbinary = \"/nonexistent/bin/codex\"\n",
@@ -541,8 +530,7 @@ async fn timeout_kills_the_engine_and_its_children() {
 #[tokio::test]
 async fn a_model_outside_the_jobs_allowlist_is_bad_input() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let text = std::fs::read_to_string(&spec)
         .unwrap()
         .replace("[engine]\n", "[engine]\nallowed_models = [\"claude-*\"]\n");
@@ -562,8 +550,7 @@ async fn a_model_outside_the_jobs_allowlist_is_bad_input() {
 #[tokio::test]
 async fn a_model_without_a_price_is_bad_input_unless_allowed() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let text = std::fs::read_to_string(&spec)
         .unwrap()
         .replace("model = \"gpt-5.5\"", "model = \"local-model\"");
@@ -1121,8 +1108,7 @@ async fn a_spec_without_a_budget_gets_a_warning_event() {
     };
     let message = paddock::runner::warnings::NO_BUDGET;
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     paddock_test_support::prelude::on_rung(&spec, "process");
     let out = home
         .paddock(&["-q", "run", spec.to_str().unwrap()], &[])
@@ -1164,8 +1150,7 @@ async fn the_config_files_max_usd_budgets_a_spec_without_one() {
         return;
     };
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     paddock_test_support::prelude::on_rung(&spec, "process");
     let dir = home.path().join("config/paddock");
     std::fs::create_dir_all(&dir).unwrap();
@@ -1187,8 +1172,7 @@ async fn the_config_files_max_usd_budgets_a_spec_without_one() {
 #[tokio::test]
 async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let dir = home.path().join("config/paddock");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.toml"), "max_usd = 1.0\nmaxUsd = 2.0\n").unwrap();
@@ -1217,8 +1201,7 @@ async fn a_config_files_relative_profile_is_read_beside_it() {
     let mut codes = Vec::new();
     for key in ["profile", "host_profile"] {
         let home = Home::new();
-        let repo = repo(home.path());
-        let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+        let spec = scripted_job(&home, ONE_TURN);
         paddock_test_support::prelude::on_rung(&spec, "process");
         let dir = home.path().join("config/paddock");
         std::fs::create_dir_all(&dir).unwrap();
@@ -1262,8 +1245,7 @@ async fn a_config_files_relative_profile_is_read_beside_it() {
 #[tokio::test]
 async fn a_host_profile_binds_every_job_which_cannot_name_another() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let spec = scripted_job(&home, ONE_TURN);
     let profile = home.path().join("host.toml");
     std::fs::write(
         &profile,

@@ -92,14 +92,7 @@ async fn a_kept_workspace_is_named_on_stderr_not_in_events() {
         return;
     };
     let home = Home::new();
-    let repo = repo(home.path());
-    let spec = job(
-        home.path(),
-        "codex",
-        &repo,
-        SCRIPTED,
-        Some("[[turn]]\ntext = \"Done.\"\n"),
-    );
+    let spec = scripted_job(&home, "[[turn]]\ntext = \"Done.\"\n");
     let out = home
         .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
         .await;
