@@ -231,8 +231,14 @@ pub fn stand_in_codex(bin: &Path, body: &str) -> PathBuf {
 /// A stand-in engine body that ends its turn the way `codex exec --json`
 /// does, after `work` (shell) ran in the checkout.
 pub fn finishing(work: &str) -> String {
+    finishing_session(work, "t")
+}
+
+/// [`finishing`] in the engine's session `session`: the thread it
+/// announces (what a next attempt resumes).
+pub fn finishing_session(work: &str, session: &str) -> String {
     format!(
-        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
+        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"{session}\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
     )
 }
 

@@ -1341,13 +1341,13 @@ async fn a_next_attempt_says_it_resumed_its_session_only_once_it_has() {
     let home = Home::new();
     let dir = home.path().join("job");
     std::fs::create_dir_all(&dir).unwrap();
-    let body = format!(
-        r#"day="$HOME/.codex/sessions/2026/12/02"
+    let body = finishing_session(
+        &format!(
+            r#"day="$HOME/.codex/sessions/2026/12/02"
 mkdir -p "$day"
-echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl"
-echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
-echo '{{"type":"turn.started"}}'
-echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
+        ),
+        SESSION,
     );
     let spec = stand_in_job(&dir, "process", &body, 120);
     let spec_arg = spec.to_str().unwrap();

@@ -25,15 +25,15 @@ const SESSION: &str = "0199-serve-abc";
 /// session's rollout file where Codex keeps it; when resumed, writes the
 /// first two and the last two of its arguments into `resumed-args.txt`.
 fn engine() -> String {
-    format!(
-        r#"case " $* " in
+    finishing_session(
+        &format!(
+            r#"case " $* " in
   *" resume "*) for a; do p=$l; l=$a; done; printf '%s %s %s %s\n' "$1" "$2" "$p" "$l" > resumed-args.txt ;;
   *) d="${{CODEX_HOME:-$HOME/.codex}}/sessions/2026/12/03"; mkdir -p "$d"
      echo '{{}}' > "$d/rollout-2026-12-03T00-00-00-{SESSION}.jsonl"; echo one > one.md ;;
-esac
-echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
-echo '{{"type":"turn.started"}}'
-echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+esac"#
+        ),
+        SESSION,
     )
 }
 

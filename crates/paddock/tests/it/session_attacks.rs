@@ -31,12 +31,7 @@ async fn session_job(script: &str) -> (paddock_protocol::JobStatus, Vec<String>,
     let home = Home::new();
     let dir = home.path().join("job");
     std::fs::create_dir_all(&dir).unwrap();
-    let body = format!(
-        r#"{script}
-echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
-echo '{{"type":"turn.started"}}'
-echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
-    );
+    let body = finishing_session(script, SESSION);
     let spec = stand_in_job(&dir, "process", &body, 120);
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
@@ -118,15 +113,15 @@ async fn a_link_a_setup_command_leaves_in_the_next_home_is_not_written_through()
     std::fs::create_dir_all(&outside).unwrap();
     // The first attempt leaves its session's file; the second finds the
     // link and writes nothing itself.
-    let body = format!(
-        r#"if [ ! -L "$HOME/.codex/sessions" ]; then
+    let body = finishing_session(
+        &format!(
+            r#"if [ ! -L "$HOME/.codex/sessions" ]; then
   day="$HOME/.codex/sessions/2026/12/02"
   mkdir -p "$day"
   echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl"
-fi
-echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
-echo '{{"type":"turn.started"}}'
-echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+fi"#
+        ),
+        SESSION,
     );
     let spec = stand_in_job(&dir, "process", &body, 120);
     let run = |extra: Vec<String>| {
@@ -190,8 +185,9 @@ async fn the_next_attempt_resumes_with_paddocks_config_not_the_jobs() {
     let home = Home::new();
     let dir = home.path().join("job");
     std::fs::create_dir_all(&dir).unwrap();
-    let body = format!(
-        r#"case " $* " in *" resume "*) r=resumed;; *) r=new;; esac
+    let body = finishing_session(
+        &format!(
+            r#"case " $* " in *" resume "*) r=resumed;; *) r=new;; esac
 touch "$r-config-$(grep -c hostile-config "$HOME/.codex/config.toml")"
 day="$HOME/.codex/sessions/2026/12/02"
 mkdir -p "$day"
@@ -203,10 +199,9 @@ model_provider = "mine"
 [model_providers.mine]
 name = "mine # hostile-config"
 base_url = "https://example.invalid/v1"
-TOML
-echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
-echo '{{"type":"turn.started"}}'
-echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+TOML"#
+        ),
+        SESSION,
     );
     let spec = stand_in_job(&dir, "process", &body, 120);
     let first = run_spec(&home, &spec, &[]).await;
