@@ -107,6 +107,14 @@ impl Home {
             .unwrap()
     }
 
+    /// Writes `text` as this home's user config file
+    /// (`config/paddock/config.toml`: `XDG_CONFIG_HOME` is `config`).
+    pub fn write_config(&self, text: &str) {
+        let dir = self.path().join("config/paddock");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    }
+
     pub async fn store(&self) -> SqliteStore {
         SqliteStore::open(&self.db()).await.unwrap()
     }

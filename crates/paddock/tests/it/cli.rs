@@ -1152,9 +1152,7 @@ async fn the_config_files_max_usd_budgets_a_spec_without_one() {
     let home = Home::new();
     let spec = scripted_job(&home, ONE_TURN);
     paddock_test_support::prelude::on_rung(&spec, "process");
-    let dir = home.path().join("config/paddock");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), "max_usd = 0.000001\n").unwrap();
+    home.write_config("max_usd = 0.000001\n");
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
@@ -1252,13 +1250,7 @@ async fn a_host_profile_binds_every_job_which_cannot_name_another() {
         "id = \"ci-box\"\n[network]\nallow = [\"*.github.com\"]\n",
     )
     .unwrap();
-    let dir = home.path().join("config/paddock");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!("host_profile = \"{}\"\n", profile.display()),
-    )
-    .unwrap();
+    home.write_config(&format!("host_profile = \"{}\"\n", profile.display()));
     let text = std::fs::read_to_string(&spec).unwrap();
     let other = home.path().join("other.toml");
     std::fs::write(

@@ -103,13 +103,8 @@ impl Rig {
     }
 
     fn cap(&self, max_size: &str) {
-        let dir = self.home.path().join("config/paddock");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("config.toml"),
-            format!("[caches]\nmax_size = {max_size}\n"),
-        )
-        .unwrap();
+        self.home
+            .write_config(&format!("[caches]\nmax_size = {max_size}\n"));
     }
 
     /// Runs a job on remote `name`; it must end `done`.

@@ -56,9 +56,7 @@ pub(crate) async fn backends(dir: &Path) -> Vec<Shared> {
 
 /// `home`'s config file with `[hosts]` `table`.
 pub(crate) fn hosts_config(home: &Home, table: &str) {
-    let dir = home.path().join("config/paddock");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), format!("[hosts]\n{table}\n")).unwrap();
+    home.write_config(&format!("[hosts]\n{table}\n"));
 }
 
 /// A job whose stand-in Codex marks it started, waits for `go` (at most

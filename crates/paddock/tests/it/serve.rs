@@ -1571,13 +1571,7 @@ async fn log_format_json_writes_one_json_object_per_log_event() {
 #[tokio::test]
 async fn a_server_takes_only_the_jobs_of_its_lanes() {
     let home = Home::new();
-    let config = home.path().join("config").join("paddock");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("config.toml"),
-        "[[serve.lanes]]\ntask_types = [\"bug\"]\n",
-    )
-    .unwrap();
+    home.write_config("[[serve.lanes]]\ntask_types = [\"bug\"]\n");
     let server = Server::start(&home, &[]).await;
     let mut chore = spec(&home, "T-1", TURN);
     chore["ticket"]["type"] = Value::from("chore");
@@ -1608,9 +1602,7 @@ async fn a_server_takes_only_the_jobs_of_its_lanes() {
 #[tokio::test]
 async fn the_default_profile_s_slots_are_the_queue_s_cap() {
     let home = Home::new();
-    let config = home.path().join("config").join("paddock");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("config.toml"), "profile = \"remote-full\"\n").unwrap();
+    home.write_config("profile = \"remote-full\"\n");
     let server = Server::start(&home, &[]).await;
     let discovered: Value = body(server.get("/v1/discover").await).await;
     // remote-full's max_concurrent_jobs, not the default 2.

@@ -204,9 +204,7 @@ async fn a_submitted_spec_asks_for_the_process_rung_only_where_allowed() {
     // A server whose config file gives `auto` specs the `process` rung
     // has chosen it: a spec may name it too (and a stored one, claimed
     // again after a restart, passes the same check).
-    let config = home.path().join("config").join("paddock");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("config.toml"), "isolation = \"process\"\n").unwrap();
+    home.write_config("isolation = \"process\"\n");
     let configured = Server::start_allowing(&home, &[], &[], &[]).await;
     let mut auto = spec(&home, "T-2", TURN);
     auto.as_object_mut().unwrap().remove("isolation");
