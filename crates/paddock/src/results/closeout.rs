@@ -91,6 +91,10 @@ pub struct CloseoutInput<'a> {
     /// warnings. A publish's warnings are never read back from the events
     /// (see `from_events`): a later `paddock publish` renders its own.
     pub publish_warnings: &'a [String],
+    /// The branch a `HEAD`-based job started from (`start_branch.rs`),
+    /// named where the closeout says on which branch its commit is;
+    /// `None`: the spec's `base_ref` as written.
+    pub started_on: Option<&'a str>,
 }
 
 #[derive(Clone, Serialize)]
@@ -689,7 +693,7 @@ fn render_capped(
         rung: &record.isolation,
         session: found.session.clone(),
         branch: &record.branch,
-        base_ref: &record.base_ref,
+        base_ref: input.started_on.unwrap_or(&record.base_ref),
         commit: input.commit,
         changed_files: {
             let mut listed: Vec<String> = record
@@ -948,6 +952,7 @@ mod tests {
                     "https://github.com/acme/widgets/pull/3".into(),
                 )],
                 publish_warnings: &[],
+                started_on: None,
             },
         )
         .unwrap();
@@ -1076,6 +1081,7 @@ mod tests {
             &events,
             &CloseoutInput {
                 publish_warnings: std::slice::from_ref(&fetch),
+                started_on: None,
                 ..CloseoutInput::default()
             },
         )

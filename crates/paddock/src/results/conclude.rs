@@ -840,6 +840,15 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             format!("`{}` in the source repository", input.record.branch),
         ));
     }
+    // A `HEAD`-based job's commit is on the branch the source had
+    // checked out when it started (kept then), not on `HEAD`.
+    let started_on = match spec.repository.base_ref.as_str() {
+        "HEAD" => super::start_branch::read(input.artifacts).unwrap_or_else(|e| {
+            out.warnings.push(e);
+            None
+        }),
+        _ => None,
+    };
     let render = |record: &JobRecord, links: &[(String, String)]| {
         closeout::render_facts(
             record,
@@ -853,6 +862,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 touch_only: &spec.ticket.touch_only,
                 links: links.to_vec(),
                 publish_warnings: &in_closeout,
+                started_on: started_on.as_deref(),
             },
         )
         .unwrap_or_else(|e| e.to_string())

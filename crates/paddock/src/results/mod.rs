@@ -41,6 +41,7 @@ pub mod republish;
 pub mod scope;
 pub mod source;
 pub mod source_pack;
+pub mod start_branch;
 pub mod token_record;
 pub mod uncommitted_record;
 pub mod worktree_heads;

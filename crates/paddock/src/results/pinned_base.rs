@@ -49,13 +49,7 @@ pub fn read(artifacts: &Path) -> Result<Option<String>, String> {
         return Ok(None);
     };
     let name = name.as_str();
-    let bad = name.is_empty()
-        || name.starts_with('-')
-        || name.contains("..")
-        || name
-            .chars()
-            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\@{".contains(c));
-    match bad {
+    match !names_a_branch(name) {
         true => Err(format!(
             "the pull request's base kept in {} names no branch: {:?}",
             path.display(),
@@ -63,6 +57,17 @@ pub fn read(artifacts: &Path) -> Result<Option<String>, String> {
         )),
         false => Ok(Some(name.to_string())),
     }
+}
+
+/// Whether `name` names a branch as a forge takes one: one line, no
+/// control character, space or revision syntax, not starting with `-`.
+pub(super) fn names_a_branch(name: &str) -> bool {
+    !(name.is_empty()
+        || name.starts_with('-')
+        || name.contains("..")
+        || name
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\@{".contains(c)))
 }
 
 #[cfg(test)]

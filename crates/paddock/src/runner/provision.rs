@@ -308,6 +308,17 @@ pub(super) async fn provision(
             }
         }
     }
+    // The branch a `HEAD`-based job starts from, for its closeout
+    // (`results/start_branch.rs`): read now, as the base was; a detached
+    // `HEAD` keeps none.
+    if spec.repository.base_ref == "HEAD" {
+        let jobs_root = ws.root.parent().unwrap_or(&ws.root).to_path_buf();
+        if let Ok(branch) = crate::results::base_objects::head_branch(spec, &jobs_root).await {
+            if let Err(why) = crate::results::start_branch::write(&artifacts, &branch) {
+                em.error("paddock", why, false).await?;
+            }
+        }
+    }
     // The job runs on the committed base: whether the source's tree has
     // changes beside it is read now, beside the engine, not after it.
     let source_changes = spec.repository.path.clone().map(|path| {

@@ -7040,3 +7040,47 @@ async fn ctrl_c_while_the_prior_attempt_is_read_from_the_forge_stops_at_once_lea
         "{stderr}"
     );
 }
+
+/// A `HEAD`-based job without a forge: its closeout names the branch the
+/// source had checked out when the job started, where it said the commit
+/// was on `HEAD` (the base branch was kept only for a forge's pull
+/// request); a source switched to another branch meanwhile changes
+/// nothing of it.
+#[tokio::test]
+async fn a_head_based_closeout_names_the_branch_the_job_started_from() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    git(&repo, &["checkout", "-q", "-b", "feature/x"]);
+    let spec = head_based_job(
+        &home,
+        &repo,
+        &finishing(&format!(
+            "printf 'fixed\\n' > fix.txt && git -C '{}' checkout -q main",
+            repo.display()
+        )),
+    );
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let record = record(&out);
+    let commit = git(&repo, &["rev-parse", "paddock/T-1/1"])
+        .trim()
+        .to_string();
+    let now_on = git(&repo, &["symbolic-ref", "--short", "HEAD"]);
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    let closeout = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap();
+    let line = closeout
+        .lines()
+        .find(|l| l.contains("file(s) changed on"))
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        (record.status, now_on.trim(), line),
+        (
+            paddock_protocol::JobStatus::Done,
+            "main",
+            format!("1 file(s) changed on `paddock/T-1/1`, one commit `{commit}` on `feature/x`:")
+        ),
+        "{closeout}"
+    );
+}
