@@ -469,11 +469,7 @@ async fn an_engine_that_dies_fails_the_job_with_its_stderr() {
         "#!/bin/sh\necho 'not json at all'\necho 'engine exploded' >&2\nexit 3\n",
     );
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_engine_binary(&spec, &codex);
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;

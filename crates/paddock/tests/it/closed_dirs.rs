@@ -94,11 +94,7 @@ fn stand_in_job(home: &Home, repo: &Path, body: &str, rung: &str, uid: u32) -> s
         SCRIPTED,
         Some("[[turn]]\ntext = \"hi\"\n"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_engine_binary(&spec, &codex);
     on_rung(&spec, rung);
     let chown = std::process::Command::new("chown")
         .args(["-R", &format!("{uid}:{uid}")])

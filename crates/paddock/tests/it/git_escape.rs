@@ -203,11 +203,7 @@ async fn run_job_env(
         SCRIPTED,
         Some("[[turn]]\ntext = \"hi\"\n"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_engine_binary(&spec, &codex);
     on_rung(&spec, if sandbox { "sandbox" } else { "process" });
     let out = if s.uid == nix::unistd::geteuid().as_raw() {
         s.home

@@ -52,11 +52,7 @@ fn stand_in_sandbox_job(dir: &Path) -> PathBuf {
         SCRIPTED,
         Some("[[turn]]\ntext = \"hi\"\nusage = { input = 100, output = 10 }\n"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_engine_binary(&spec, &codex);
     sandboxed(&spec);
     spec
 }

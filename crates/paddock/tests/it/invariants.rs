@@ -123,11 +123,7 @@ async fn case(fault: Fault, rung: &'static str, engine: &'static str) -> Vec<Str
             &script,
             &format!("#!/bin/sh\n{}\n", stand_in(fault)),
         );
-        let text = std::fs::read_to_string(&spec).unwrap().replace(
-            "[engine]\n",
-            &format!("[engine]\nbinary = \"{}\"\n", script.display()),
-        );
-        std::fs::write(&spec, text).unwrap();
+        use_engine_binary(&spec, &script);
         spec
     };
     if fault == Fault::Hang {

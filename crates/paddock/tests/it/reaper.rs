@@ -34,11 +34,7 @@ fn stand_in_job_on(home: &Home, name: &str, script: &str, rung: &str) -> PathBuf
         SCRIPTED,
         Some("[[turn]]\ntext = \"hi\"\nusage = { input = 1000, output = 500 }\n"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_engine_binary(&spec, &codex);
     on_rung(&spec, rung);
     spec
 }

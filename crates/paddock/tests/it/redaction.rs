@@ -134,11 +134,7 @@ async fn what_the_engine_reads_of_paddock(uid: u32) -> String {
          kill $!\n} > \"$HOME/seen\" 2>&1\n");
     let upstream = "[upstream]\nprovider = \"openai\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
     let spec = job(home.path(), "codex", &repo, upstream, None);
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_engine_binary(&spec, &codex);
     on_rung(&spec, "process");
     for entry in walk(home.path()) {
         nix::unistd::chown(
