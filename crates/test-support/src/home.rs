@@ -119,6 +119,11 @@ impl Home {
         SqliteStore::open(&self.db()).await.unwrap()
     }
 
+    /// Job `id`'s closeout as its artifacts keep it (`closeout.md`).
+    pub fn closeout(&self, id: &str) -> String {
+        std::fs::read_to_string(self.data().join("artifacts").join(id).join("closeout.md")).unwrap()
+    }
+
     /// Job `id`'s stored events, their bodies in order.
     pub async fn event_bodies(&self, id: &str) -> Vec<paddock_protocol::EventBody> {
         paddock::store::Store::events(&self.store().await, id, 0)

@@ -39,13 +39,7 @@ async fn run(setup: Option<&str>, script: &str) -> Ran {
     let (rec, job_home) = run_kept_script_job(&home, &spec).await;
     let store = home.store().await;
     let events = store.events(&rec.id, 0).await.unwrap();
-    let closeout = std::fs::read_to_string(
-        home.data()
-            .join("artifacts")
-            .join(&rec.id)
-            .join("closeout.md"),
-    )
-    .unwrap();
+    let closeout = home.closeout(&rec.id);
     let ran = Ran {
         rows: store.egress(&rec.id).await.unwrap(),
         events: events

@@ -235,13 +235,7 @@ async fn run_curls(rung: &str) -> Ran {
     let (rec, job_home) = run_kept_script_job(&home, &spec).await;
     let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
     let store = home.store().await;
-    let closeout = std::fs::read_to_string(
-        home.data()
-            .join("artifacts")
-            .join(&rec.id)
-            .join("closeout.md"),
-    )
-    .unwrap();
+    let closeout = home.closeout(&rec.id);
     let refused = closeout
         .split("### ")
         .find(|s| s.starts_with("Network refused"))

@@ -247,13 +247,7 @@ async fn a_no_change_job_on_a_dirty_source_says_it_ran_on_the_committed_base() {
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
     let record = record(&out);
-    let closeout = std::fs::read_to_string(
-        home.data()
-            .join("artifacts")
-            .join(&record.id)
-            .join("closeout.md"),
-    )
-    .unwrap();
+    let closeout = home.closeout(&record.id);
     let said = closeout
         .lines()
         .filter(|l| l.contains("uncommitted"))
@@ -925,13 +919,7 @@ async fn a_change_outside_touch_only_is_flagged_in_the_closeout_and_the_events()
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
     let record = record(&out);
-    let closeout = std::fs::read_to_string(
-        home.data()
-            .join("artifacts")
-            .join(&record.id)
-            .join("closeout.md"),
-    )
-    .unwrap();
+    let closeout = home.closeout(&record.id);
     let warnings: Vec<String> = home
         .warnings(&record.id)
         .await
@@ -1117,13 +1105,7 @@ async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never
     assert_eq!(mock.labels(), vec![(1, vec!["paddock".to_string()])]);
     let comments = mock.comments();
     assert_eq!(comments.len(), 1);
-    let closeout = std::fs::read_to_string(
-        home.data()
-            .join("artifacts")
-            .join(&record.id)
-            .join("closeout.md"),
-    )
-    .unwrap();
+    let closeout = home.closeout(&record.id);
     assert_eq!(comments[0], (1, closeout.clone()));
     assert!(
         closeout.contains("- pull request: https://github.com/acme/widgets/pull/1"),
@@ -3381,13 +3363,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
         description.starts_with("Ticket: https://tracker.example/T-1\n\n"),
         "{description}"
     );
-    let closeout = std::fs::read_to_string(
-        home.data()
-            .join("artifacts")
-            .join(&record.id)
-            .join("closeout.md"),
-    )
-    .unwrap();
+    let closeout = home.closeout(&record.id);
     let bots = mock.bots();
     assert_eq!(mock.notes(), vec![(1, bots[0].clone(), closeout.clone())]);
     assert!(
