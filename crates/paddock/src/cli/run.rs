@@ -92,29 +92,42 @@ pub async fn exec(
 /// `paddock run` on the host, and a server's jobs, run beside it), and
 /// this job is as live as they are from before anything of it appears
 /// (its lease is held before its file is placed, its gits carry this
-/// process's mark). Its report is printed as soon as it is done. Awaited
-/// before anything that must come after it: a prior job named by
+/// process's mark). Its report's lines come through a channel: shown
+/// above the job's progress as they come (`follow`, so that the spinner
+/// is not drawn over), or printed where the pass is awaited without it.
+/// Awaited before anything that must come after it: a prior job named by
 /// `--attempt-after` (one whose paddock was killed is failed by then),
 /// the pass after a cancelled admission, and the process's exit.
 #[derive(Default)]
-struct StartPass(Option<tokio::task::JoinHandle<()>>);
+struct StartPass {
+    pass: Option<tokio::task::JoinHandle<()>>,
+    lines: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
+}
 
 impl StartPass {
     fn start(&mut self, paths: &Paths, store: &paddock::store::SharedStore, liveness: &Liveness) {
         let (paths, store, liveness) = (paths.clone(), store.clone(), liveness.clone());
-        self.0 = Some(tokio::spawn(async move {
-            for line in super::gc::render(&paddock::reaper::reap(&paths, &*store, &liveness).await)
-            {
-                errln!("paddock: {line}");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.lines = Some(rx);
+        self.pass = Some(tokio::spawn(async move {
+            let report = paddock::reaper::reap(&paths, &*store, &liveness).await;
+            for line in super::gc::render(&report) {
+                let _ = tx.send(format!("paddock: {line}"));
             }
         }));
     }
 
-    /// Waits for the pass, if one was started and is not awaited yet.
+    /// Waits for the pass, if one was started and is not awaited yet, and
+    /// prints what of its report was not shown yet.
     async fn finished(&mut self) {
-        if let Some(pass) = self.0.take() {
+        if let Some(pass) = self.pass.take() {
             if let Err(e) = pass.await {
                 errln!("paddock: the reaper's pass at the run's start failed: {e}");
+            }
+        }
+        if let Some(mut lines) = self.lines.take() {
+            while let Ok(line) = lines.try_recv() {
+                errln!("{line}");
             }
         }
     }
@@ -266,7 +279,13 @@ async fn exec_beside(
         db: paths.db.file().map(std::path::Path::to_path_buf),
         waiting: None,
     };
-    let (result, remover) = follow(runner.start(admitted, cancel), &mut view, remover).await;
+    let (result, remover) = follow(
+        runner.start(admitted, cancel),
+        &mut view,
+        remover,
+        &mut pass.lines,
+    )
+    .await;
     view.finish();
     remover.release().await;
     if let Ok(r) = &result {
@@ -294,17 +313,40 @@ async fn exec_beside(
     })
 }
 
-/// Shows a started job's updates until it ends; its end, and `remover`
-/// (started once the job's engine is launched).
+/// Shows a started job's updates until it ends, and the start's reaper
+/// pass's lines (`pass_lines`) above them as they come; its end, and
+/// `remover` (started once the job's engine is launched).
 async fn follow(
     mut job: paddock::runner::JobHandle,
     view: &mut progress::Progress,
     mut remover: Remover,
+    pass_lines: &mut Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
 ) -> (Result<paddock::runner::RunResult, RunError>, Remover) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
-        match job.events.recv().await {
-            Ok(update) => {
+        let mut pass_done = false;
+        let next_line = async {
+            match pass_lines.as_mut() {
+                Some(lines) => lines.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let update = tokio::select! {
+            line = next_line => {
+                match line {
+                    Some(line) => view.notice(line),
+                    None => pass_done = true,
+                }
+                None
+            }
+            update = job.events.recv() => Some(update),
+        };
+        if pass_done {
+            *pass_lines = None;
+        }
+        match update {
+            None => {}
+            Some(Ok(update)) => {
                 if remover.waiting.is_none() && update.is_launching() {
                     remover.start();
                 }
@@ -317,8 +359,8 @@ async fn follow(
                 update.deliver(view)
             }
             // A view too slow for the job misses updates; the store has them.
-            Err(RecvError::Lagged(_)) => {}
-            Err(RecvError::Closed) => break,
+            Some(Err(RecvError::Lagged(_))) => {}
+            Some(Err(RecvError::Closed)) => break,
         }
     }
     (job.finished().await, remover)
