@@ -4819,20 +4819,6 @@ mod tests {
         in_paddock_git(ws, &args, "").await
     }
 
-    /// The peak resident memory of this process (`VmHWM`) and its
-    /// resident memory now (`VmRSS`), in KiB.
-    fn memory_kib() -> (u64, u64) {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let field = |name: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-                .unwrap()
-        };
-        (field("VmHWM:"), field("VmRSS:"))
-    }
-
     /// The setup cache's key reads the base commit's lockfiles from a
     /// listing read record by record, holding only the files it takes,
     /// at most `MAX_BASE_FILES_BYTES`: a commit whose tree repeats its
@@ -4885,11 +4871,11 @@ mod tests {
         ws.base_files(wanted).await.unwrap();
         let commit = repeating_tree(&ws).await;
         ws.base_commit = commit.clone();
-        let _ = memory_kib();
+        let _ = paddock_test_support::processes::own_memory_kib();
         std::fs::write("/proc/self/clear_refs", "5").unwrap();
-        let (_, rss) = memory_kib();
+        let (_, rss) = paddock_test_support::processes::own_memory_kib();
         let listed = ws.base_files(wanted).await;
-        let (peak, _) = memory_kib();
+        let (peak, _) = paddock_test_support::processes::own_memory_kib();
         let shown = match listed {
             Ok(files) => format!("{} files", files.len()),
             Err(e) => e.to_string(),

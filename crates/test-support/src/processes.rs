@@ -50,3 +50,19 @@ pub async fn output_and_peak_kib(mut child: tokio::process::Child) -> (std::proc
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// This process's peak resident memory (`VmHWM` of `/proc/self/status`)
+/// and its resident memory now (`VmRSS`), in KiB: for a test that
+/// measures what a step it runs in-process holds (in a copy of the test
+/// binary of its own, so no other test's memory is counted).
+pub fn own_memory_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /proc/self/status"))
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}

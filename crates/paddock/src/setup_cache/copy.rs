@@ -548,20 +548,6 @@ mod tests {
         }
     }
 
-    /// The peak resident memory of this process (`VmHWM`) and its
-    /// resident memory now (`VmRSS`), in KiB.
-    fn memory_kib() -> (u64, u64) {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let field = |name: &str| -> u64 {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-                .unwrap()
-        };
-        (field("VmHWM:"), field("VmRSS:"))
-    }
-
     /// The paths listed before setup are held by fingerprint, each
     /// directory read as it is walked: 12,000 files under 3,300-byte
     /// paths (40 MB of names) are listed in under 8 MB of memory, measured
@@ -576,11 +562,11 @@ mod tests {
             // alone, then the peak reset to what is resident now
             // (`clear_refs` 5).
             inventory(&Path::new(&dir).join("empty"), &[]).unwrap();
-            let _ = memory_kib();
+            let _ = paddock_test_support::processes::own_memory_kib();
             std::fs::write("/proc/self/clear_refs", "5").unwrap();
-            let (_, rss) = memory_kib();
+            let (_, rss) = paddock_test_support::processes::own_memory_kib();
             let listed = inventory(Path::new(&dir), &[]).unwrap();
-            let (peak, _) = memory_kib();
+            let (peak, _) = paddock_test_support::processes::own_memory_kib();
             println!("probe: {} {}", listed.len(), peak.saturating_sub(rss));
             return;
         }
