@@ -43,6 +43,19 @@ pub fn plain(path: &Path) -> PathBuf {
     out
 }
 
+/// `path` without its `.` components, its `..` kept: the same file
+/// whatever links it passes, found without asking the file system.
+pub fn without_dots(path: &Path) -> PathBuf {
+    let out: PathBuf = path
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    if out.as_os_str().is_empty() && !path.as_os_str().is_empty() {
+        return PathBuf::from(".");
+    }
+    out
+}
+
 /// [`plain`] of `path` where it names what `path` names (the same device
 /// and inode, or neither exists), else `path` as it is (module text).
 pub fn plain_if_same(path: &Path) -> PathBuf {
@@ -140,6 +153,14 @@ mod tests {
                 root.join("team/repo"),
                 root.join("team/gone"),
             ]
+        );
+    }
+
+    #[test]
+    fn without_dots_keeps_every_dotdot() {
+        assert_eq!(
+            ["/a/./b/../c/.", "./a", ".", "a/../.."].map(|p| without_dots(Path::new(p))),
+            ["/a/b/../c", "a", ".", "a/../.."].map(PathBuf::from)
         );
     }
 }

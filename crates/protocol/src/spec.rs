@@ -789,6 +789,19 @@ impl Isolation {
     }
 }
 
+/// How a spec's relative paths are made plain once joined to its
+/// directory (`JobSpec::resolve_paths`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Plain {
+    /// `.` and `..` taken away where that names what the path as written
+    /// names (`lexical_path::plain_if_same`: the file system is asked):
+    /// a spec file the user gave.
+    IfSame,
+    /// `.` taken away, `..` kept as written (nothing asked): a spec given
+    /// as text, which a server takes from a submitter.
+    Dots,
+}
+
 impl JobSpec {
     /// Reads, parses and validates a spec file; relative paths in it are
     /// resolved against the file's directory.
@@ -814,20 +827,26 @@ impl JobSpec {
             }
         };
         let base = path.parent().unwrap_or(Path::new("."));
-        spec.resolve_paths(base);
+        spec.resolve_paths(base, Plain::IfSame);
         Ok(spec)
     }
 
-    /// Parses and validates a spec given as text (`paddock run -`): JSON
-    /// if it starts with `{`, TOML otherwise; relative paths in it are
-    /// resolved against `base`; `origin` names the source in errors.
+    /// Parses and validates a spec given as text (`paddock run -`, a
+    /// server's submitted and stored specs): JSON if it starts with `{`,
+    /// TOML otherwise; relative paths in it are resolved against `base`;
+    /// `origin` names the source in errors. Their `..` are kept as written
+    /// ([`Plain::Dots`]): making them plain asks the file system about the
+    /// path (`lexical_path::plain_if_same`), and a server would then look
+    /// up paths a submitter chose before its `allow_paths` judged them
+    /// (telling back, in the path it echoes, whether one exists or is a
+    /// link, and triggering whatever an automounter does on a lookup).
     pub fn from_text(text: &str, origin: &Path, base: &Path) -> Result<JobSpec, SpecError> {
         let mut spec = if text.trim_start().starts_with('{') {
             JobSpec::from_json(text, origin)?
         } else {
             JobSpec::from_toml(text, origin)?
         };
-        spec.resolve_paths(base);
+        spec.resolve_paths(base, Plain::Dots);
         Ok(spec)
     }
 
@@ -861,7 +880,7 @@ impl JobSpec {
         Ok(spec)
     }
 
-    fn resolve_paths(&mut self, base: &Path) {
+    fn resolve_paths(&mut self, base: &Path, plain: Plain) {
         // Absolute, whatever the caller gave: the spec is stored and read
         // again later from another working directory (`paddock publish`
         // fetching into the local source, `--attempt-after` comparing
@@ -877,7 +896,10 @@ impl JobSpec {
         // where that names what the path as written names (through a
         // linked directory `..` is its target's parent).
         let base = &std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
-        let joined = |p: &Path| crate::lexical_path::plain_if_same(&base.join(p));
+        let joined = |p: &Path| match plain {
+            Plain::IfSame => crate::lexical_path::plain_if_same(&base.join(p)),
+            Plain::Dots => crate::lexical_path::without_dots(&base.join(p)),
+        };
         let join = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = joined(p);
@@ -2179,6 +2201,33 @@ scenario = "s.toml"
                     Some(PathBuf::from("/srv")),
                     Some(PathBuf::from("/srv/s.toml"))
                 ),
+            ]
+        );
+    }
+
+    /// A spec file's relative path is made plain (nothing linked here, so
+    /// the plain form names the same directory); a spec given as text, as
+    /// a server takes one from a submitter, keeps its `..` as written (the
+    /// file system is not asked about a submitter's paths) and loses only
+    /// its `.`.
+    #[test]
+    fn only_a_spec_files_dots_are_made_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        let specs = dir.path().join("specs");
+        std::fs::create_dir_all(&specs).unwrap();
+        std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+        let text = BASE.replace("path = \".\"", "path = \"../repo/./x\"");
+        std::fs::write(specs.join("job.toml"), &text).unwrap();
+        let from_file = JobSpec::load(&specs.join("job.toml")).unwrap();
+        let from_text = JobSpec::from_text(&text, Path::new("<request body>"), &specs).unwrap();
+        assert_eq!(
+            [
+                from_file.repository.path.unwrap().into_os_string(),
+                from_text.repository.path.unwrap().into_os_string(),
+            ],
+            [
+                dir.path().join("repo/x").into_os_string(),
+                specs.join("../repo/x").into_os_string(),
             ]
         );
     }
