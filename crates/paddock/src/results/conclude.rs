@@ -116,19 +116,22 @@ pub async fn patch_and_branch(
 pub type KeptOrNot = Result<Option<KeptBranch>, crate::workspace::WorkspaceError>;
 
 /// Starts fetching the kept branch into the spec's local source
-/// ([`source::fetch_soon`]), when the job has one and changed something:
-/// the fetch (at 10,000 files its connectivity walk is most of the job's
-/// publish) then runs beside the patch's saving and the job's events
-/// instead of after them (issue #14); [`publish`] awaits it.
+/// ([`source::fetch_soon`]), when the job has one, changed something and
+/// ended as it goes there on its own ([`into_source_at_end`]: not
+/// cancelled): the fetch (at 10,000 files its connectivity walk is most
+/// of the job's publish) then runs beside the patch's saving and the
+/// job's events instead of after them (issue #14); [`publish`] awaits it.
 pub fn fetch_into_source_soon(
-    job: &str,
+    (job, status): (&str, JobStatus),
     spec: &JobSpec,
     patch: &Patch,
     kept: &KeptOrNot,
     ws: &crate::workspace::Workspace,
 ) -> Option<SourceFetching> {
     let jobs_root = ws.root.parent().unwrap_or(&ws.root);
-    let (Some(source), Ok(Some(kept))) = (&spec.repository.path, kept) else {
+    let (Some(source), Ok(Some(kept)), true) =
+        (&spec.repository.path, kept, into_source_at_end(status))
+    else {
         return None;
     };
     (!patch.changed_files.is_empty()).then(|| {
@@ -141,6 +144,20 @@ pub fn fetch_into_source_soon(
             ws.git_cpu(),
         )
     })
+}
+
+/// Whether a job that ended `status` has its branch fetched into its
+/// local source at its own end: every job but a cancelled one. A job
+/// the user stopped (Ctrl-C, SIGTERM, SIGHUP, the API's cancel and the
+/// dashboard's Cancel, `paddock serve` shut down) publishes nothing of its own
+/// accord: a partial branch in the source surprised its rerun, whose
+/// branch of the same name it then was. Its patch and bundle are kept,
+/// and `paddock publish JOB` fetches the branch (a publish asked for,
+/// [`PublishInput::asked`]). A job stopped by a limit (`held` at its
+/// budget, `timed_out`) ended on its own and keeps its branch in the
+/// source, as a failed one does.
+pub fn into_source_at_end(status: JobStatus) -> bool {
+    status != JobStatus::Cancelled
 }
 
 /// Commits the tree `tree` on the job's branch and bundles it into
@@ -288,6 +305,10 @@ pub struct PublishInput<'a> {
     /// The branch's fetch into the local source, already under way
     /// ([`fetch_into_source_soon`]); `None`: fetched here.
     pub into_source: Option<SourceFetching>,
+    /// The publish was asked for (`paddock publish JOB`), not the job's
+    /// own end: a cancelled job's branch goes into its local source only
+    /// then ([`into_source_at_end`]).
+    pub asked: bool,
     /// Cancelled: the forge's requests and the push (git and what it
     /// started, killed as a process group) are dropped where they are,
     /// the minted token revoked within [`REVOKE_AFTER_CANCEL`], and a
@@ -772,8 +793,19 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     let mut out = Published::default();
     let bundle = input.artifacts.join(BUNDLE);
     let mut source_dirty = 0;
-    // 1. A local source gets the branch, whatever the job's status.
-    if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
+    // 1. A local source gets the branch, whatever the job's status, but
+    // a cancelled job's only when a publish of it is asked for.
+    let into_source = input.asked || into_source_at_end(input.record.status);
+    if let (Some(_), Some(_), false) = (&spec.repository.path, input.commit, into_source) {
+        out.warnings.push(format!(
+            "the job was cancelled: its branch {} was not fetched into the source (it is kept \
+             in {}; `paddock publish {}` fetches it there)",
+            input.record.branch,
+            bundle.display(),
+            input.record.id
+        ));
+    }
+    if let (Some(path), Some(_), true) = (&spec.repository.path, input.commit, into_source) {
         let fetched = match &input.into_source {
             Some(fetching) => fetching.clone().await,
             None => source::fetch_branch_after(
@@ -1125,6 +1157,7 @@ pub async fn conclude_job(
         // job's new objects only means the holder kept the base.
         base_held: kept.as_ref().is_some_and(|k| k.whole.is_none()),
         into_source,
+        asked: false,
         cancel,
         stopped_by: Some(stopped_by),
         git_cpu: ws.git_cpu(),
@@ -1175,6 +1208,7 @@ mod tests {
                     earlier_bundles: Vec::new(),
                     base_held: true,
                     into_source: None,
+                    asked: false,
                     cancel: &cancel,
                     stopped_by,
                     git_cpu: crate::workspace::host_git::JOB_GIT_CPU,

@@ -47,8 +47,9 @@ pub mod uncommitted_record;
 pub mod worktree_heads;
 
 pub use conclude::{
-    base_branch, conclude_job, fetch_into_source_soon, keep_branch, patch_and_branch, publish,
-    revoke_leftover_tokens, tokens_left, KeptBranch, KeptOrNot, PublishInput, Published, StopCause,
+    base_branch, conclude_job, fetch_into_source_soon, into_source_at_end, keep_branch,
+    patch_and_branch, publish, revoke_leftover_tokens, tokens_left, KeptBranch, KeptOrNot,
+    PublishInput, Published, StopCause,
 };
 pub use forge::{
     Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews,

@@ -323,6 +323,7 @@ pub async fn republish(
         earlier_bundles,
         base_held: false,
         into_source: None,
+        asked: true,
         cancel,
         stopped_by: None,
         git_cpu: crate::workspace::host_git::job_git_cpu(profile.as_ref()),

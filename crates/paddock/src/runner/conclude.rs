@@ -258,7 +258,7 @@ pub(super) async fn conclude(
             (JobStatus::Failed, Some(msg))
         }
     };
-    let saved_patch = save_patch(em, &mut record, &prov, &spec).await?;
+    let saved_patch = save_patch(em, &mut record, &prov, (&spec, status_reason.0)).await?;
     // The session's files, copied while the patch was made.
     if let Some(save) = session_save {
         save.finish(em).await?;
@@ -423,13 +423,14 @@ pub(super) async fn conclude(
 
 /// Writes the job's patch artifact, its result branch made beside the
 /// patch (`results::patch_and_branch`) and its fetch into a local source
-/// started as soon as it is kept; the patch, the branch and that fetch,
+/// started as soon as it is kept (unless the job, ending `status`, was
+/// cancelled: `results::into_source_at_end`); the patch, the branch and that fetch,
 /// or the job's failure when the patch cannot be made or saved.
 async fn save_patch(
     em: &mut Emitter,
     record: &mut JobRecord,
     prov: &Provisioned,
-    spec: &JobSpec,
+    (spec, status): (&JobSpec, JobStatus),
 ) -> Result<
     Result<(Patch, KeptOrNot, Option<SourceFetching>), (JobStatus, Option<String>)>,
     StoreError,
@@ -489,8 +490,13 @@ async fn save_patch(
         Ok(()) => {
             // Once the patch is saved (a job whose patch is lost fails
             // here, publishing nothing), beside its event.
-            let into_source =
-                crate::results::fetch_into_source_soon(&record.id, spec, &patch, &kept, prov.ws());
+            let into_source = crate::results::fetch_into_source_soon(
+                (&record.id, status),
+                spec,
+                &patch,
+                &kept,
+                prov.ws(),
+            );
             record.patch_path = Some(path.display().to_string());
             record.changed_files = patch.changed_files.clone();
             em.emit(EventBody::ArtifactSummary {

@@ -1,7 +1,8 @@
 //! The branch of the attempt a job follows (`paddock run --attempt-after`,
 //! resumed on its branch), when the source does not have it: a URL source
-//! whose result was never pushed (no forge, or its push failed), or a
-//! local source the branch was deleted from. The prior job kept its
+//! whose result was never pushed (no forge, or its push failed), a local
+//! source the branch was deleted from, or one a cancelled job's branch
+//! never went into (`results::into_source_at_end`). The prior job kept its
 //! branch as a bundle in its artifacts (`<artifacts>/<job>/branch.bundle`,
 //! `result_branch.rs`); it is fetched from there into this job's own bare
 //! git directory (a clone's `meta/git`), never into a shared cache: a URL's

@@ -233,6 +233,88 @@ async fn no_change_means_no_branch_and_no_pull_request() {
     );
 }
 
+/// A job the user cancels mid-run (Ctrl-C) leaves its partial branch out
+/// of the local source: the patch and the bundle are kept, the warning
+/// and the closeout say it was cancelled and how to publish it, and
+/// `paddock publish JOB` then fetches the branch in (the job stays
+/// `cancelled`). Before, the cancelled job's branch was fetched into the
+/// source at once, and a rerun of the spec found its own branch taken.
+#[tokio::test]
+async fn a_cancelled_jobs_branch_stays_out_of_the_source_until_published() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        "printf 'half\\n' > fix.txt; touch started; sleep 60",
+    );
+    let child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
+    assert!(created_in_work(&home, "started").await);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("paddock did not end")
+        .unwrap();
+    let cancelled = record(&out);
+    let artifacts = home.data().join("artifacts").join(&cancelled.id);
+    let warning = format!(
+        "the job was cancelled: its branch paddock/T-1/1 was not fetched into the source (it is \
+         kept in {}; `paddock publish {}` fetches it there)",
+        artifacts.join("branch.bundle").display(),
+        cancelled.id
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        (
+            out.status.code(),
+            cancelled.status,
+            cancelled.changed_files.clone(),
+            git(&repo, &["branch", "--list", "paddock/*"]),
+            artifacts.join("branch.bundle").exists(),
+            stderr.contains(&format!("paddock: {warning}")),
+            home.closeout(&cancelled.id)
+                .contains(&format!("- ``{warning}``")),
+        ),
+        (
+            Some(5),
+            paddock_protocol::JobStatus::Cancelled,
+            vec!["fix.txt".to_string(), "started".to_string()],
+            String::new(),
+            true,
+            true,
+            true
+        ),
+        "{stderr}"
+    );
+    let published = home
+        .paddock(&["publish", "--json", &cancelled.id], &[])
+        .await;
+    let after = record(&published);
+    assert_eq!(
+        (
+            published.status.code(),
+            after.status,
+            git(&repo, &["diff", "--name-only", "main", "paddock/T-1/1"]),
+            home.closeout(&cancelled.id)
+                .contains("- branch: `paddock/T-1/1` in the source repository"),
+            home.closeout(&cancelled.id).contains(&warning),
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Cancelled,
+            "fix.txt\nstarted\n".to_string(),
+            true,
+            false
+        ),
+        "{}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+}
+
 /// A job that changed nothing on a dirty source says that it ran on the
 /// committed base, as a job with a change does: "nothing to do" may be
 /// because the fix is in the user's uncommitted edit, which the job never
