@@ -195,6 +195,15 @@ pub enum WorkspaceError {
         what: &'static str,
         limit: u64,
     },
+    #[error(
+        "workspace {path}: the job's work tree lists more than {limit} bytes of paths (each \
+         path's bytes and {per_path} for holding it), the most the patch holds; it was stopped"
+    )]
+    FinalTreePastLimit {
+        path: PathBuf,
+        limit: u64,
+        per_path: u64,
+    },
     #[error("workspace {path}: cannot run git: {source}")]
     Spawn {
         path: PathBuf,
@@ -358,6 +367,15 @@ pub const MAX_BASE_FILES_BYTES: u64 = 8 << 20;
 /// of a million under 4 KB paths fails the patch naming the bound, never
 /// held whole in the memory of the process that runs every job.
 pub const MAX_BASE_PATH_BYTES: u64 = 128 << 20;
+
+/// The most of the paths the walk of the job's final tree lists (each
+/// path's bytes and `final_tree::HELD_PER_PATH`, 64, together:
+/// `final_tree::Budget::max_paths`): a checkout of a million files under
+/// 100-byte paths is charged some 164 MiB, leaving the job room for as
+/// many again; a job that made millions of empty files under long paths
+/// (which its disk limit lets it) fails the patch naming the bound, its
+/// names never all held in the memory of the process that runs every job.
+pub const MAX_FINAL_PATH_BYTES: u64 = 256 << 20;
 
 /// The longest record of a listing of the base's paths read
 /// ([`HostGit::each_record`]): a path is at most `PATH_MAX` (4096) bytes
@@ -1696,6 +1714,7 @@ impl Workspace {
         let budget = final_tree::Budget {
             changed_after: modified_at(index),
             max: MAX_PATCH_BYTES,
+            max_paths: MAX_FINAL_PATH_BYTES,
         };
         let mut tree = final_tree::list_with(
             git,
@@ -4923,6 +4942,92 @@ mod tests {
                 )),
                 Ok([Some("100644".to_string()), Some("100644".to_string()), None])
             )
+        );
+    }
+
+    /// The walk of the job's final tree charges each path it lists (its
+    /// bytes and `HELD_PER_PATH`) against `Budget::max_paths`
+    /// (`MAX_FINAL_PATH_BYTES` for a job), no directory listed past what
+    /// is left: a job's 12,000 empty files under 3,300-byte paths (40 MB
+    /// of names, no disk but their directories) past a 4 MiB bound stop
+    /// the walk naming it, in under 8 MB of memory, measured in a process
+    /// of its own (this test's binary run again for this test alone),
+    /// where the walk, its lists and `update-index`'s input held every
+    /// path by name, several times over (over 100 MB).
+    #[tokio::test]
+    async fn a_final_tree_of_long_paths_is_walked_in_bounded_memory() {
+        const ENV: &str = "PADDOCK_PROBE_FINAL_TREE";
+        if std::env::var_os(ENV).is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "workspace::tests::a_final_tree_of_long_paths_is_walked_in_bounded_memory",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(ENV, "1")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let (walked, grew_kib): (String, u64) = text
+                .lines()
+                .find_map(|l| l.split("probe: ").nth(1))
+                .and_then(|l| l.rsplit_once(' '))
+                .map(|(why, kib)| (why.to_string(), kib.parse().unwrap()))
+                .unwrap_or_else(|| panic!("no probe line in {text}"));
+            assert_eq!(
+                (walked.as_str(), grew_kib < 8 << 10),
+                (
+                    "the job's work tree lists more than 4194304 bytes of paths (each path's \
+                     bytes and 64 for holding it), the most the patch holds; it was stopped",
+                    true
+                ),
+                "the walk grew the peak by {grew_kib} KiB"
+            );
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let index = ws.meta.join("probe.index");
+        std::fs::copy(ws.git_dir().join("index"), &index).unwrap();
+        let git = ws.paddock_git(Some(&index), true);
+        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await.unwrap());
+        let budget = final_tree::Budget {
+            max_paths: 4 << 20,
+            ..final_tree::Budget::unbounded()
+        };
+        let mut nothing = |_: usize| {};
+        let mut walk = async || {
+            final_tree::list_with(&git, &ws.work, &tracked, None, budget, &mut nothing, None).await
+        };
+        // The code paged in first (this binary's pages count as
+        // resident), on the checkout alone.
+        walk().await.unwrap();
+        let mut deep = ws.work.clone();
+        for i in 0..12 {
+            deep.push(format!("{i:02}{}", "d".repeat(248)));
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        for i in 0..12_000 {
+            std::fs::write(deep.join(format!("{i:05}{}", "f".repeat(245))), "").unwrap();
+        }
+        let _ = paddock_test_support::processes::own_memory_kib();
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let (_, rss) = paddock_test_support::processes::own_memory_kib();
+        let walked = walk().await;
+        let (peak, _) = paddock_test_support::processes::own_memory_kib();
+        let shown = match walked {
+            Ok(tree) => format!("{} staged", tree.staged.len()),
+            Err(e) => e.to_string(),
+        };
+        let prefix = format!("workspace {}: ", ws.root.display());
+        println!(
+            "probe: {} {}",
+            shown.trim_start_matches(&prefix),
+            peak.saturating_sub(rss)
         );
     }
 }

@@ -37,6 +37,12 @@ use super::WorkspaceError;
 /// A submodule entry's mode in the index.
 const GITLINK: &str = "160000";
 
+/// What the walk charges a path it lists beside its bytes
+/// ([`Budget::max_paths`]): holding it (its vector and allocation, its
+/// place in the walk's lists), so that a million one-byte names count
+/// for what they cost, not a megabyte.
+pub(super) const HELD_PER_PATH: u64 = 64;
+
 /// Files whose content git reads by path while it hashes or checks
 /// ignores: one that is not a regular file is refused (a FIFO or a device
 /// would block Paddock's git), but a link, which git 2.32 and later open
@@ -194,6 +200,15 @@ pub(super) struct Budget {
     pub changed_after: Option<(i64, i64)>,
     /// The most of their lengths together.
     pub max: u64,
+    /// The most of the paths the walk lists (each path's bytes and
+    /// [`HELD_PER_PATH`] together, every directory's entries as it is
+    /// read): past it the walk stops with `FinalTreePastLimit`. A job can
+    /// make millions of empty files under long paths within its disk
+    /// limit (an empty file holds no block, a deep path's name only its
+    /// last part in a directory), each of which the walk, the staging's
+    /// lists and `update-index`'s input held by name in the memory of the
+    /// process that runs every job.
+    pub max_paths: u64,
 }
 
 impl Budget {
@@ -203,6 +218,7 @@ impl Budget {
         Budget {
             changed_after: None,
             max: u64::MAX,
+            max_paths: u64::MAX,
         }
     }
 }
@@ -319,6 +335,13 @@ pub(super) async fn list_with(
         }
     };
     let mut rules = IgnoreQuery::new(shadow.map_or(git, IgnoreShadow::git));
+    // What the walk charged of `budget.max_paths`.
+    let mut held: u64 = 0;
+    let past_limit = || WorkspaceError::FinalTreePastLimit {
+        path: git.root.clone(),
+        limit: budget.max_paths,
+        per_path: HELD_PER_PATH,
+    };
     let mut visited = Visited::new();
     // (directory, under an ignored directory, read whole)
     let mut level: Vec<(Vec<u8>, bool, bool)> = vec![(Vec::new(), false, upper.is_none())];
@@ -330,8 +353,15 @@ pub(super) async fn list_with(
     while !level.is_empty() {
         let mut entries: Vec<(Vec<u8>, Kind, bool, bool)> = Vec::new();
         for (dir, ignored, whole) in &level {
+            // No directory listed past what the bound has left, one entry
+            // charged at least its directory's path and `HELD_PER_PATH`
+            // (the upper layer's neither: past it, the merged directory is
+            // read whole, and stopped).
+            let least = dir.len() as u64 + 1 + HELD_PER_PATH;
+            let left = budget.max_paths.saturating_sub(held) / least;
+            let left = usize::try_from(left).unwrap_or(usize::MAX);
             let names = match (whole, upper) {
-                (false, Some(upper)) => match upper.listing(dir) {
+                (false, Some(upper)) => match upper.listing(dir, left) {
                     Listing::Names(names) => Some(names),
                     Listing::Whole => None,
                 },
@@ -342,7 +372,15 @@ pub(super) async fn list_with(
             // This directory's ignore and attribute files read (a sealed
             // walk).
             let mut rule_files_read: Vec<Vec<u8>> = Vec::new();
-            for entry in beneath::entries(&fd).map_err(read_err(dir))? {
+            let listed = beneath::entries_at_most(&fd, left)
+                .map_err(read_err(dir))?
+                .ok_or_else(past_limit)?;
+            for entry in listed {
+                let path_len = dir.len() + 1 + entry.name.len();
+                held = held.saturating_add(path_len as u64 + HELD_PER_PATH);
+                if held > budget.max_paths {
+                    return Err(past_limit());
+                }
                 if entry.name == b".git" {
                     continue;
                 }

@@ -66,8 +66,11 @@ impl Upper {
     }
 
     /// What the upper layer says about the merged directory `rel` (`/`
-    /// separated, empty for the root).
-    pub fn listing(&self, rel: &[u8]) -> Listing {
+    /// separated, empty for the root): an upper directory of more than
+    /// `at_most` entries is not listed past them, and is walked whole
+    /// (where the walk's own bound, `final_tree::Budget::max_paths`,
+    /// stops it), never held by name.
+    pub fn listing(&self, rel: &[u8], at_most: usize) -> Listing {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY;
         // Asked only for a directory the upper layer named: gone since
         // (or a link now) is walked whole, as is anything unreadable.
@@ -77,9 +80,9 @@ impl Upper {
         if !plain(&dir) {
             return Listing::Whole;
         }
-        match beneath::entries(&dir) {
-            Ok(entries) => Listing::Names(entries.into_iter().map(|e| e.name).collect()),
-            Err(_) => Listing::Whole,
+        match beneath::entries_at_most(&dir, at_most) {
+            Ok(Some(entries)) => Listing::Names(entries.into_iter().map(|e| e.name).collect()),
+            Ok(None) | Err(_) => Listing::Whole,
         }
     }
 }
@@ -104,7 +107,8 @@ mod tests {
     /// A plain directory lists its names; one with an overlay attribute
     /// beyond the benign ones (opaque, redirect, one the kernel does not
     /// know yet) is walked whole, as is a path through a link, a
-    /// non-directory or a missing one.
+    /// non-directory or a missing one, and one of more entries than the
+    /// walk has left to hold.
     #[test]
     fn only_plain_directories_narrow_the_walk() {
         if !crate::workspace::overlay::may_mount() {
@@ -132,13 +136,15 @@ mod tests {
         let upper = Upper::open(&up).unwrap();
         let names =
             |names: &[&str]| Listing::Names(names.iter().map(|n| n.as_bytes().to_vec()).collect());
-        let got: Vec<(&str, Listing)> = [
+        let mut got: Vec<(&str, Listing)> = [
             "plain", "opaque", "redirect", "unknown", "benign", "link", "link/x", "a-file",
             "missing",
         ]
         .into_iter()
-        .map(|d| (d, upper.listing(d.as_bytes())))
+        .map(|d| (d, upper.listing(d.as_bytes(), usize::MAX)))
         .collect();
+        // More entries than asked for: walked whole, not listed past them.
+        got.push(("plain, at most 1", upper.listing(b"plain", 1)));
         assert_eq!(
             got,
             vec![
@@ -151,6 +157,7 @@ mod tests {
                 ("link/x", Listing::Whole),
                 ("a-file", Listing::Whole),
                 ("missing", Listing::Whole),
+                ("plain, at most 1", Listing::Whole),
             ]
         );
     }
