@@ -994,11 +994,11 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             links.push((label, pr.url.clone()));
         }
         let closeout = render(input.record, &links);
-        let url = forge
+        let posted = forge
             .post_closeout(pull_request.as_ref(), &closeout)
             .await
             .map_err(|e| Some(e.to_string()))?;
-        Ok::<_, Option<String>>((pull_request, url, closeout))
+        Ok::<_, Option<String>>((pull_request, posted, closeout))
     };
     // `Err(None)`: cancelled.
     let proposed = match unless_cancelled(cancel, proposed).await {
@@ -1026,9 +1026,10 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     }
     out.warnings.extend(ended_note);
     match proposed {
-        Ok((pr, url, closeout)) => {
+        Ok((pr, posted, closeout)) => {
             out.pull_request = pr;
-            out.closeout_url = url;
+            out.closeout_url = posted.url;
+            out.warnings.extend(posted.warning);
             out.closeout = closeout;
         }
         // A job that did not end `done` proposes nothing: a cancel or a

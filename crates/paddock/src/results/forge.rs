@@ -128,6 +128,32 @@ pub struct PullRequest {
     pub author: Option<String>,
 }
 
+/// Where a closeout was posted or written, and what the forge says of
+/// it that the job should hear (a warning event of its publish).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Posted {
+    /// Its page (a file for the outbox); `None`: nowhere to put it (no
+    /// pull request).
+    pub url: Option<String>,
+    /// Why an earlier closeout of the job was left beside the one posted:
+    /// the forge's ghost holds one or more notes of the job's closeout,
+    /// which may be the closeout a publish stopped before recording it
+    /// posted (its account deleted since) or a copy someone else posted
+    /// and deleted their account after; they cannot be told apart, so
+    /// none is edited and a new closeout is posted.
+    pub warning: Option<String>,
+}
+
+impl Posted {
+    /// Posted at `url`, nothing to say of it.
+    pub fn at(url: String) -> Self {
+        Posted {
+            url: Some(url),
+            warning: None,
+        }
+    }
+}
+
 /// A reviewer's word on a pull request, for the next attempt's brief.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReviewComment {
@@ -193,12 +219,12 @@ pub trait Forge: Send + Sync {
         self.propose(draft, found).await
     }
     /// Posts the closeout: on the pull request when there is one; a forge
-    /// with nowhere to put it without one returns `None`.
+    /// with nowhere to put it without one has no url ([`Posted`]).
     async fn post_closeout(
         &self,
         pull_request: Option<&PullRequest>,
         body: &str,
-    ) -> Result<Option<String>, ForgeError>;
+    ) -> Result<Posted, ForgeError>;
     /// The review comments on the pull request of `branch` into `base` (as
     /// [`Forge::find_pull_request`] finds it) by those who
     /// may write to the repository, and how many others were left out
@@ -246,7 +272,7 @@ impl Forge for ForgeBackend {
         &self,
         pull_request: Option<&PullRequest>,
         body: &str,
-    ) -> Result<Option<String>, ForgeError> {
+    ) -> Result<Posted, ForgeError> {
         self.inner().post_closeout(pull_request, body).await
     }
     async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {

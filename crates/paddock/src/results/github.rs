@@ -14,8 +14,11 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
+use super::forge::{
+    Forge, ForgeError, Posted, PullRequest, PullRequestDraft, ReviewComment, Reviews,
+};
 use super::forge_http::{form, path_segment, raw_message, ForgeHttp};
+use super::found_closeout::Found;
 use crate::secret::Secret;
 
 const FORGE: &str = "github";
@@ -390,8 +393,8 @@ impl GitHub {
     /// as its poster; with only its poster recorded (a kill between the
     /// post and the record of its comment, or the post's answer lost), the
     /// first comment of this job's closeout by that account (none found
-    /// while GitHub's ghost holds one: an error, nothing posted or
-    /// edited); with no
+    /// while GitHub's ghost holds one or more: [`Found::Unsure`], none
+    /// edited and a new closeout posted, `found_closeout.rs`); with no
     /// record (a job published before records were kept), the first by the
     /// account of this publish's token, by id (none known: none found). Only a comment Paddock's
     /// identity wrote is its closeout: anyone may comment on a public
@@ -406,7 +409,7 @@ impl GitHub {
         path: &str,
         pr: &PullRequest,
         job: &str,
-    ) -> Result<Option<u64>, ForgeError> {
+    ) -> Result<Found, ForgeError> {
         let kept = match &self.closeout_record {
             Some(p) => super::github_closeout::read_any(p)
                 .map_err(|source| self.record_error(p, "read it", source))?,
@@ -431,12 +434,14 @@ impl GitHub {
                 .await;
             let on_this_pull = format!("/issues/{}", pr.number);
             return match read {
-                Ok(c) => Ok((c.issue_url.ends_with(&on_this_pull)
-                    && holds_ours(&c)
-                    && poster.as_deref().is_none_or(|p| by(&c, p)))
-                .then_some(c.id)),
+                Ok(c) => Ok(Found::ours(
+                    (c.issue_url.ends_with(&on_this_pull)
+                        && holds_ours(&c)
+                        && poster.as_deref().is_none_or(|p| by(&c, p)))
+                    .then_some(c.id),
+                )),
                 // Deleted (a reviewer deleted the closeout).
-                Err(ForgeError::Status { status: 404, .. }) => Ok(None),
+                Err(ForgeError::Status { status: 404, .. }) => Ok(Found::Nothing),
                 Err(e) => Err(e),
             };
         }
@@ -460,7 +465,7 @@ impl GitHub {
             },
         };
         let Some(author) = author else {
-            return Ok(None);
+            return Ok(Found::Nothing);
         };
         let (posted, _): (Vec<ApiIssueComment>, _) = self
             .list_some("read the pull request's comments", path)
@@ -472,23 +477,19 @@ impl GitHub {
         // A poster recorded whose closeout is not found by it: its post
         // never made one, a reviewer deleted it, or its account was deleted
         // and the comment is now the ghost's, which an outsider's deleted
-        // copy may be too. The last cannot be told apart: nothing is posted
-        // beside it, nothing edited (as on GitLab).
-        if let (None, Some(_), Some(record)) = (found, &poster, &self.closeout_record) {
-            let ghosts = |c: &ApiIssueComment| c.user.as_ref().is_some_and(|u| u.login == GHOST);
-            if posted.iter().any(|c| ghosts(c) && holds_ours(c)) {
-                return Err(self.record_error(
-                    record,
-                    "tell which comment is the closeout",
-                    std::io::Error::other(
-                        "it names the closeout's poster only (a publish stopped between its post \
-                         and its record), whose comment is not found by it, and GitHub's ghost \
-                         holds one: it may be Paddock's, its account deleted, or a copy",
-                    ),
-                ));
+        // copy may be too. The last cannot be told apart: none is edited,
+        // and a new closeout is posted beside them (as on GitLab).
+        if let (None, Some(_), Some(_)) = (found, &poster, &self.closeout_record) {
+            let ghosts: Vec<u64> = posted
+                .iter()
+                .filter(|c| c.user.as_ref().is_some_and(|u| u.login == GHOST) && holds_ours(c))
+                .map(|c| c.id)
+                .collect();
+            if !ghosts.is_empty() {
+                return Ok(Found::Unsure(ghosts));
             }
         }
-        Ok(found)
+        Ok(Found::ours(found))
     }
 
     /// The error of the closeout record at `path`.
@@ -707,9 +708,9 @@ impl Forge for GitHub {
         &self,
         pull_request: Option<&PullRequest>,
         body: &str,
-    ) -> Result<Option<String>, ForgeError> {
+    ) -> Result<Posted, ForgeError> {
         let Some(pr) = pull_request else {
-            return Ok(None);
+            return Ok(Posted::default());
         };
         let path = self.repo_path(&format!("/issues/{}/comments", pr.number));
         // One closeout a job: publishing it again (`paddock publish`, also
@@ -720,9 +721,20 @@ impl Forge for GitHub {
         // this publish opened has none yet; one whose closeout a reviewer
         // deleted gets a new one (also when the comment goes between the
         // read and the edit: its 404). The comment posted or edited is
-        // recorded for the next publish.
+        // recorded for the next publish. The ghost's comments of the
+        // closeout that cannot be told from a copy are left as they are,
+        // and a new one is posted (`found_closeout.rs`).
+        let mut left = Vec::new();
         if let Some(job) = super::closeout::job_of(body).filter(|_| !pr.created) {
-            if let Some(ours) = self.closeout_of(&path, pr, job).await? {
+            let ours = match self.closeout_of(&path, pr, job).await? {
+                Found::Ours(ours) => Some(ours),
+                Found::Unsure(ghosts) => {
+                    left = ghosts;
+                    None
+                }
+                Found::Nothing => None,
+            };
+            if let Some(ours) = ours {
                 let edited: Result<ApiComment, _> = self
                     .call(
                         "update the closeout",
@@ -734,7 +746,7 @@ impl Forge for GitHub {
                 match edited {
                     Ok(comment) => {
                         self.record_closeout(pr.number, &comment);
-                        return Ok(Some(comment.html_url));
+                        return Ok(Posted::at(comment.html_url));
                     }
                     // Deleted since it was found (a reviewer deleted the
                     // closeout): a new one is posted below.
@@ -753,7 +765,18 @@ impl Forge for GitHub {
             )
             .await?;
         self.record_closeout(pr.number, &comment);
-        Ok(Some(comment.html_url))
+        Ok(Posted {
+            warning: (!left.is_empty()).then(|| {
+                super::found_closeout::left_beside(
+                    FORGE,
+                    "GitHub's ghost account",
+                    "comment",
+                    &left,
+                    &comment.html_url,
+                )
+            }),
+            url: Some(comment.html_url),
+        })
     }
 
     async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {

@@ -22,8 +22,11 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::closeout::HEADING;
-use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
+use super::forge::{
+    Forge, ForgeError, Posted, PullRequest, PullRequestDraft, ReviewComment, Reviews,
+};
 use super::forge_http::{form, path_segment, raw_message, ForgeHttp};
+use super::found_closeout::Found;
 use crate::secret::Secret;
 
 const FORGE: &str = "gitlab";
@@ -337,13 +340,15 @@ impl GitLab {
     /// request by the ghost (its bot user deleted) has none found this
     /// way. Anyone may add notes: past the bound, Paddock's is not looked
     /// for further, and a new closeout is posted. A record there but not
-    /// read whole is an error: nothing is posted or edited.
+    /// read whole is an error: nothing is posted or edited. With only its
+    /// poster recorded and the ghost holding notes of this closeout that
+    /// cannot be told from a copy: [`Found::Unsure`] (`found_closeout.rs`).
     async fn closeout_of(
         &self,
         path: &str,
         mr: &PullRequest,
         job: &str,
-    ) -> Result<Option<u64>, ForgeError> {
+    ) -> Result<Found, ForgeError> {
         let kept = match &self.closeout_record {
             Some(p) => super::gitlab_closeout::read_any(p)
                 .map_err(|source| self.record_error(p, "read it", source))?,
@@ -363,9 +368,9 @@ impl GitLab {
                 )
                 .await;
             return match note {
-                Ok((note, _)) => Ok(holds_ours(&note).then_some(note.id)),
+                Ok((note, _)) => Ok(Found::ours(holds_ours(&note).then_some(note.id))),
                 // Deleted (a reviewer deleted the closeout).
-                Err(ForgeError::Status { status: 404, .. }) => Ok(None),
+                Err(ForgeError::Status { status: 404, .. }) => Ok(Found::Nothing),
                 Err(e) => Err(e),
             };
         }
@@ -385,7 +390,7 @@ impl GitLab {
             (Some(poster), _) => poster.to_string(),
             (None, Some(elsewhere)) => match elsewhere.poster {
                 Some(poster) => poster.to_string(),
-                None => return Ok(None),
+                None => return Ok(Found::Nothing),
             },
             (None, None) => self.token_user().await?.id.to_string(),
         };
@@ -403,9 +408,9 @@ impl GitLab {
         // an outsider's deleted copy may be too. The ghost's one note of
         // this closeout above the newest before the post is the post's
         // (a copy comes after what it copies, so it would be a second);
-        // otherwise they cannot be told apart: nothing is posted beside
-        // them, nothing edited.
-        if let (None, Some(_), Some(path)) = (found, poster, &self.closeout_record) {
+        // otherwise they cannot be told apart: none is edited, and a new
+        // closeout is posted beside them.
+        if let (None, Some(_), Some(_)) = (found, poster, &self.closeout_record) {
             let ghosts: Vec<u64> = notes
                 .iter()
                 .filter(|n| n.author.username == GHOST && holds_ours(n))
@@ -416,22 +421,13 @@ impl GitLab {
                 _ => Vec::new(),
             };
             if let [posted] = above.as_slice() {
-                return Ok(Some(*posted));
+                return Ok(Found::Ours(*posted));
             }
             if !ghosts.is_empty() {
-                return Err(self.record_error(
-                    path,
-                    "tell which note is the closeout",
-                    std::io::Error::other(
-                        "it names the closeout's poster only (a publish stopped between its post \
-                         and its record), whose note is not found by it, and GitLab's ghost user \
-                         holds one that may be Paddock's (its bot user deleted) or a copy, and \
-                         not one alone posted after the newest note the record names",
-                    ),
-                ));
+                return Ok(Found::Unsure(ghosts));
             }
         }
-        Ok(found)
+        Ok(Found::ours(found))
     }
 
     /// The error of the closeout record at `path`.
@@ -602,9 +598,9 @@ impl Forge for GitLab {
         &self,
         pull_request: Option<&PullRequest>,
         body: &str,
-    ) -> Result<Option<String>, ForgeError> {
+    ) -> Result<Posted, ForgeError> {
         let Some(mr) = pull_request else {
-            return Ok(None);
+            return Ok(Posted::default());
         };
         let path = self.project_path(&format!("/merge_requests/{}/notes", mr.number));
         // One closeout a job: publishing it again (`paddock publish`, also
@@ -615,9 +611,20 @@ impl Forge for GitLab {
         // user. A merge request this publish opened has none yet; one whose
         // closeout a reviewer deleted gets a new one (also when the note
         // goes between the read and the edit: its 404). The note posted or
-        // edited is recorded for the next publish.
+        // edited is recorded for the next publish. The ghost's notes of
+        // the closeout that cannot be told from a copy are left as they
+        // are, and a new one is posted (`found_closeout.rs`).
+        let mut left = Vec::new();
         if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
-            if let Some(ours) = self.closeout_of(&path, mr, job).await? {
+            let ours = match self.closeout_of(&path, mr, job).await? {
+                Found::Ours(ours) => Some(ours),
+                Found::Unsure(ghosts) => {
+                    left = ghosts;
+                    None
+                }
+                Found::Nothing => None,
+            };
+            if let Some(ours) = ours {
                 let token = self.editor.as_ref().unwrap_or(&self.token);
                 let edited: Result<(ApiNote, _), _> = self
                     .send_as(
@@ -631,7 +638,7 @@ impl Forge for GitLab {
                 match edited {
                     Ok((note, _)) => {
                         self.record_closeout(mr.number, &note);
-                        return Ok(Some(format!("{}#note_{}", mr.url, note.id)));
+                        return Ok(Posted::at(format!("{}#note_{}", mr.url, note.id)));
                     }
                     // Deleted since it was found (a reviewer deleted the
                     // closeout): a new one is posted below.
@@ -650,7 +657,19 @@ impl Forge for GitLab {
             )
             .await?;
         self.record_closeout(mr.number, &note);
-        Ok(Some(format!("{}#note_{}", mr.url, note.id)))
+        let url = format!("{}#note_{}", mr.url, note.id);
+        Ok(Posted {
+            warning: (!left.is_empty()).then(|| {
+                super::found_closeout::left_beside(
+                    FORGE,
+                    "GitLab's ghost user",
+                    "note",
+                    &left,
+                    &url,
+                )
+            }),
+            url: Some(url),
+        })
     }
 
     async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {

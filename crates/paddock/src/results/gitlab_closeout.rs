@@ -20,8 +20,10 @@
 //! ghost's), the closeout it posted is the ghost's note of this job's
 //! closeout above that id, taken when it is the only one (an outsider's
 //! deleted copy would be a second: a copy comes after what it copies);
-//! with two or more, or notes past the bound read, nothing is posted or
-//! edited and the publish fails as before. Each record is
+//! with two or more, or notes past the bound read, none is edited and a
+//! new closeout is posted beside them, with a warning naming them
+//! (`found_closeout.rs`; before, the publish failed, and every later
+//! one until the record was removed by hand). Each record is
 //! written whole or not at all (a new file renamed over the old:
 //! `own_file::replace`), never through a link.
 //!

@@ -26,6 +26,7 @@ pub mod ended_pull;
 pub mod forge;
 pub mod forge_answer;
 pub mod forge_http;
+pub mod found_closeout;
 pub mod github;
 pub mod github_app;
 pub mod github_app_record;
@@ -52,6 +53,6 @@ pub use conclude::{
     PublishInput, Published, StopCause,
 };
 pub use forge::{
-    Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews,
+    Forge, ForgeBackend, ForgeError, Posted, PullRequest, PullRequestDraft, ReviewComment, Reviews,
 };
 pub use source::SourceFetching;

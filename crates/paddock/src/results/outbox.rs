@@ -18,7 +18,9 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 
-use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
+use super::forge::{
+    Forge, ForgeError, Posted, PullRequest, PullRequestDraft, ReviewComment, Reviews,
+};
 
 /// The outbox of one job.
 pub struct Outbox {
@@ -140,9 +142,9 @@ impl Forge for Outbox {
         &self,
         _pull_request: Option<&PullRequest>,
         body: &str,
-    ) -> Result<Option<String>, ForgeError> {
+    ) -> Result<Posted, ForgeError> {
         let path = self.write(CLOSEOUT, body)?;
-        Ok(Some(format!("file://{}", path.display())))
+        Ok(Posted::at(format!("file://{}", path.display())))
     }
 
     /// The outbox's review is the user's own (a file they wrote).
@@ -204,7 +206,7 @@ mod tests {
                 pr.created,
                 again.created,
                 pr.url,
-                closeout,
+                closeout.url,
                 file(PULL_REQUEST),
                 file(CLOSEOUT),
                 none,
