@@ -833,7 +833,7 @@ impl Workspace {
             write_new(&self.root, &git.join(name), text.as_bytes())?;
         }
         let index = git.join("index");
-        copy_index(&snap.git().join("index"), &index).map_err(|source| WorkspaceError::Write {
+        link_index(&snap.git().join("index"), &index).map_err(|source| WorkspaceError::Write {
             path: self.root.clone(),
             file: index.display().to_string(),
             source,
@@ -1463,7 +1463,7 @@ impl Workspace {
         let _ = std::fs::remove_file(&index);
         // A lock an earlier patch's killed `update-index` left.
         let _ = std::fs::remove_file(self.meta.join("patch.index.lock"));
-        copy_index(&self.git_dir().join("index"), &index).map_err(|source| {
+        link_index(&self.git_dir().join("index"), &index).map_err(|source| {
             WorkspaceError::Write {
                 path: self.root.clone(),
                 file: index.display().to_string(),
@@ -1487,7 +1487,7 @@ impl Workspace {
                 source,
             })?;
         }
-        let tree = self.stage_work_tree(&git, &index, start).await?;
+        let (tree, tracked) = self.stage_work_tree(&git, &index, start).await?;
         let left_out: Vec<String> = tree
             .junk
             .iter()
@@ -1530,7 +1530,7 @@ impl Workspace {
                 names.join(", ")
             ));
         }
-        warnings.extend(self.restore_extended(&git, &tree).await?);
+        warnings.extend(self.restore_extended(&git, &tree, &tracked).await?);
         let tree_id = git.run(["write-tree"], None).await?;
         let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
         let _ = std::fs::remove_file(&index);
@@ -1680,7 +1680,7 @@ impl Workspace {
         git: &HostGit,
         index: &Path,
         start: &mut (dyn FnMut() + Send),
-    ) -> Result<FinalTree, WorkspaceError> {
+    ) -> Result<(FinalTree, Arc<Tracked>), WorkspaceError> {
         let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
         let staging = if self.sealed {
             let tracked = self.base_paths(git).await?;
@@ -1761,7 +1761,7 @@ impl Workspace {
             let args = ["update-index", "--force-remove", "-z", "--stdin"];
             remover.run(args, Some(&nul_list(&tree.gone))).await?;
         }
-        Ok(tree)
+        Ok((tree, tracked))
     }
 
     /// This workspace, its patch staged without git reading its work tree
@@ -1825,11 +1825,12 @@ impl Workspace {
         &self,
         git: &HostGit,
         tree: &FinalTree,
+        tracked: &Tracked,
     ) -> Result<Vec<String>, WorkspaceError> {
         let mut warnings = Vec::new();
         for ext in self.extended()? {
             // Deleted, or no longer a plain file: the agent's change stands.
-            if !tree.present.iter().any(|p| p == ext.path.as_bytes()) {
+            if !tree.is_present(tracked, ext.path.as_bytes()) {
                 continue;
             }
             let current = match beneath::read_text(&self.work, &ext.path, MAX_EXTENDED_BYTES) {
@@ -2242,6 +2243,25 @@ fn copy_index(from: &Path, to: &Path) -> std::io::Result<u64> {
         .open(to)?
         .set_modified(modified)?;
     Ok(copied)
+}
+
+/// The index `from` given a second name `to` (a hard link: its content
+/// and modification time are `from`'s, as [`copy_index`] makes them), or a
+/// copy where no link can be made (another file system, a link count at
+/// its maximum). Git never writes an index file in place: it writes
+/// `to.lock` and renames it over `to`, so `from` is left as it is by
+/// whatever git does with `to` (issue #14: at 10,000 files the index is
+/// about a megabyte, copied once at provisioning and once a patch, on
+/// the job's path). Only for an index Paddock made and the job cannot
+/// write (its snapshot's, its own `meta/git`): a link to a file of the
+/// job's tree would let the job write Paddock's index through its own
+/// name.
+fn link_index(from: &Path, to: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => copy_index(from, to).map(|_| ()),
+    }
 }
 
 /// `path`'s modification time (seconds, nanoseconds); `None` when it
@@ -3854,8 +3874,8 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            (&narrowed.present, &narrowed.gone, &narrowed.junk),
-            (&whole.present, &whole.gone, &whole.junk)
+            (&narrowed.present(&tracked), &narrowed.gone, &narrowed.junk),
+            (&whole.present(&tracked), &whole.gone, &whole.junk)
         );
         assert_eq!(
             text(&narrowed.staged),
@@ -3872,7 +3892,7 @@ mod tests {
                 "was_file",
             ]
         );
-        assert_eq!(whole.staged.len(), whole.present.len());
+        assert_eq!(whole.staged, whole.present(&tracked));
 
         let p = ws.patch().await.unwrap();
         assert_eq!(p.left_out, vec!["keep/__pycache__/".to_string()]);

@@ -55,7 +55,11 @@ const READ_BY_GIT: &[&[u8]] = &[IGNORE_FILE, ATTRIBUTES_FILE];
 /// The paths of the base commit (from the private index).
 #[derive(Debug, Default)]
 pub(super) struct Tracked {
-    modes: HashMap<Vec<u8>, String>,
+    /// Each tracked path with its mode, in path order (bytewise, as git's
+    /// index holds them), so that the paths under a directory are one
+    /// range: what the patch looks up of the base is what the walk
+    /// reached ([`gone_paths`]), never every path of a large base.
+    modes: Vec<(Vec<u8>, String)>,
     /// Every leading directory of a tracked path.
     dirs: HashSet<Vec<u8>>,
     /// The tracked files git reads by path while it stages or checks
@@ -82,7 +86,7 @@ impl Tracked {
         for record in ls_files.split(|b| *b == 0).filter(|r| !r.is_empty()) {
             t.add(record);
         }
-        t
+        t.sorted()
     }
 
     /// The index of `git` listed (`git ls-files --stage -z`), read record
@@ -110,7 +114,26 @@ impl Tracked {
             Ok(())
         })
         .await?;
-        Ok(t)
+        Ok(t.sorted())
+    }
+
+    /// The paths in order, each once (the last record of a path standing,
+    /// as an index with conflict stages lists it more than once). Git
+    /// lists its index in this order already: the sort then only checks.
+    fn sorted(mut self) -> Tracked {
+        if !self.modes.is_sorted_by(|a, b| a.0 < b.0) {
+            // Stable: of a path's records, the last is the last listed.
+            self.modes.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut kept: Vec<(Vec<u8>, String)> = Vec::with_capacity(self.modes.len());
+            for entry in std::mem::take(&mut self.modes) {
+                match kept.last_mut() {
+                    Some(last) if last.0 == entry.0 => *last = entry,
+                    _ => kept.push(entry),
+                }
+            }
+            self.modes = kept;
+        }
+        self
     }
 
     /// One record of `git ls-files --stage -z`, without its NUL.
@@ -140,12 +163,38 @@ impl Tracked {
             self.bytes = self.bytes.saturating_add(i as u64);
             self.dirs.insert(path[..i].to_vec());
         }
-        self.modes.insert(path, mode);
+        self.modes.push((path, mode));
     }
 
     /// The mode of a tracked path.
     pub fn mode(&self, path: &[u8]) -> Option<&str> {
-        self.modes.get(path).map(String::as_str)
+        self.modes
+            .binary_search_by(|(p, _)| p.as_slice().cmp(path))
+            .ok()
+            .map(|i| self.modes[i].1.as_str())
+    }
+
+    /// The tracked paths under the directory `dir` (`/` separated, empty
+    /// for the root: every path), with their modes.
+    fn under(&self, dir: &[u8]) -> &[(Vec<u8>, String)] {
+        if dir.is_empty() {
+            return &self.modes;
+        }
+        let mut prefix = dir.to_vec();
+        prefix.push(b'/');
+        let start = self
+            .modes
+            .partition_point(|(p, _)| p.as_slice() < prefix.as_slice());
+        let len = self.modes[start..].partition_point(|(p, _)| p.starts_with(&prefix));
+        &self.modes[start..start + len]
+    }
+
+    /// The tracked path `path` with its mode, if it is one.
+    fn entry(&self, path: &[u8]) -> Option<&(Vec<u8>, String)> {
+        self.modes
+            .binary_search_by(|(p, _)| p.as_slice().cmp(path))
+            .ok()
+            .map(|i| &self.modes[i])
     }
 
     /// The tracked files git reads by path ([`READ_BY_GIT`]).
@@ -161,13 +210,14 @@ impl Tracked {
 /// What the final tree is made of.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct FinalTree {
-    /// Regular files and symbolic links to record, relative to the work tree.
-    pub present: Vec<Vec<u8>>,
-    /// The part of `present` that was read and is to be staged (all of it,
-    /// unless an overlay's upper layer narrowed the walk: then the files
-    /// the job touched).
+    /// The regular files and symbolic links read and to be staged,
+    /// relative to the work tree, in order: all of the final tree's,
+    /// unless an overlay's upper layer narrowed the walk (then the files
+    /// the job touched; the base's others are kept as the index has them,
+    /// [`FinalTree::is_present`]).
     pub staged: Vec<Vec<u8>>,
-    /// Tracked paths (not submodules) that are no longer a file or link.
+    /// Tracked paths (not submodules) that are no longer a file or link,
+    /// in order.
     pub gone: Vec<Vec<u8>>,
     /// Untracked build output left out (`junk.rs`): a directory as
     /// `dir/` (not walked), a file as its path.
@@ -180,6 +230,38 @@ pub(super) struct FinalTree {
     /// a tracked one is kept as the index has it, an untracked one is not
     /// in the tree.
     pub too_long: Vec<(Vec<u8>, u64)>,
+}
+
+impl FinalTree {
+    /// Whether the final tree records `path` (a regular file or symbolic
+    /// link): staged, or tracked by the base (not as a submodule) and not
+    /// gone. `tracked` is what the walk was given.
+    pub fn is_present(&self, tracked: &Tracked, path: &[u8]) -> bool {
+        self.staged
+            .binary_search_by(|p| p.as_slice().cmp(path))
+            .is_ok()
+            || (tracked.mode(path).is_some_and(|m| m != GITLINK)
+                && self
+                    .gone
+                    .binary_search_by(|p| p.as_slice().cmp(path))
+                    .is_err())
+    }
+
+    /// Every path the final tree records, in order (what the tests compare
+    /// a narrowed walk's with a whole one's by).
+    #[cfg(test)]
+    pub fn present(&self, tracked: &Tracked) -> Vec<Vec<u8>> {
+        let mut present: Vec<Vec<u8>> = tracked
+            .modes
+            .iter()
+            .filter(|(p, _)| self.is_present(tracked, p))
+            .map(|(p, _)| p.clone())
+            .chain(self.staged.iter().cloned())
+            .collect();
+        present.sort();
+        present.dedup();
+        present
+    }
 }
 
 /// How much of the files the job changed the staging may have git read
@@ -542,39 +624,73 @@ pub(super) async fn list_with(
         }
         None => true,
     });
-    let mut present = staged.clone();
-    // A tracked file left out stays as the base has it.
-    present.extend(
-        too_long
-            .iter()
-            .filter(|(rel, _)| tracked.mode(rel).is_some())
-            .map(|(rel, _)| rel.clone()),
-    );
-    present.extend(
-        tracked
-            .modes
-            .iter()
-            .filter(|(path, mode)| *mode != GITLINK && untouched(&visited, path))
-            .map(|(path, _)| path.clone()),
-    );
-    let kept: HashSet<&[u8]> = present.iter().map(Vec::as_slice).collect();
-    let mut gone: Vec<Vec<u8>> = tracked
-        .modes
-        .iter()
-        .filter(|(path, mode)| *mode != GITLINK && !kept.contains(path.as_slice()))
-        .map(|(path, _)| path.clone())
-        .collect();
-    gone.sort();
-    present.sort();
+    let gone = gone_paths(tracked, &visited, &staged, &too_long);
     junk.sort();
     Ok(FinalTree {
-        present,
         staged,
         gone,
         junk,
         refused: Vec::new(),
         too_long,
     })
+}
+
+/// The tracked paths (not submodules) the final tree no longer records:
+/// neither staged nor left out as too long (kept as the base has them),
+/// and reached by the walk ([`untouched`] says no), the walk having found
+/// them gone or replaced. Only what the walk reached is looked at, by
+/// ranges of the base's ordered paths: under each directory it read whole
+/// (one under another read whole is in that one's range), and each name a
+/// narrowed directory's listing gave, with what lies under it where it is
+/// no directory the walk read (a directory it read has its own entry). At
+/// 10,000 files a patch of two files so looks at a few paths, where every
+/// path of the base was copied, hashed and sorted on the job's exit path
+/// (issue #14); the paths the filter below keeps are those of the whole
+/// base that [`untouched`] says no to, each of which lies in such a range.
+fn gone_paths(
+    tracked: &Tracked,
+    visited: &Visited,
+    staged: &[Vec<u8>],
+    too_long: &[(Vec<u8>, u64)],
+) -> Vec<Vec<u8>> {
+    let mut reached: Vec<&(Vec<u8>, String)> = Vec::new();
+    for (dir, names) in visited {
+        match names {
+            None => {
+                let parent = dir
+                    .iter()
+                    .rposition(|b| *b == b'/')
+                    .map_or(&[][..], |i| &dir[..i]);
+                let in_whole_parent = !dir.is_empty() && matches!(visited.get(parent), Some(None));
+                if !in_whole_parent {
+                    reached.extend(tracked.under(dir));
+                }
+            }
+            Some(names) => {
+                for name in names {
+                    let path = join(dir, name);
+                    reached.extend(tracked.entry(&path));
+                    if !visited.contains_key(&path) {
+                        reached.extend(tracked.under(&path));
+                    }
+                }
+            }
+        }
+    }
+    reached.sort_by(|a, b| a.0.cmp(&b.0));
+    reached.dedup_by(|a, b| a.0 == b.0);
+    reached
+        .into_iter()
+        .filter(|(path, mode)| {
+            mode != GITLINK
+                && !untouched(visited, path)
+                && staged.binary_search(path).is_err()
+                && too_long
+                    .binary_search_by(|(p, _)| p.as_slice().cmp(path))
+                    .is_err()
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
 }
 
 /// The length of the regular file `name` in `dir` if its status changed
@@ -615,4 +731,147 @@ pub(super) fn refused_paths(stderr: &[u8]) -> Vec<Vec<u8>> {
         .filter_map(|line| line.strip_prefix(b"Ignoring path ".as_slice()))
         .map(<[u8]>::to_vec)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracked(paths: &[(&str, &str)]) -> Tracked {
+        let mut listing = Vec::new();
+        // Out of order, and one path listed twice (as conflict stages
+        // are): the last record stands.
+        for (path, mode) in paths.iter().rev().chain(paths.first()) {
+            listing.extend_from_slice(format!("{mode} {:040} 0\t{path}\0", 0).as_bytes());
+        }
+        Tracked::parse(&listing)
+    }
+
+    fn names(n: &[&str]) -> Option<HashSet<Vec<u8>>> {
+        Some(n.iter().map(|n| n.as_bytes().to_vec()).collect())
+    }
+
+    /// What `gone_paths` finds by ranges of what the walk reached is what
+    /// looking at every tracked path finds (the definition it replaces):
+    /// narrowed directories, one read whole under a narrowed one and one
+    /// under that, a name whose directory is gone (not read), a submodule,
+    /// a staged path and a path left out as too long.
+    #[test]
+    fn gone_paths_are_every_tracked_path_the_walk_reached_and_did_not_keep() {
+        let t = tracked(&[
+            ("README.md", "100644"),
+            ("a/b/c.txt", "100644"),
+            ("a/b/d.txt", "100644"),
+            ("a/keep.txt", "100644"),
+            ("a/x", "100755"),
+            ("a0", "100644"),
+            ("gone_dir/f", "100644"),
+            ("gone_dir/g/h", "100644"),
+            ("long.bin", "100644"),
+            ("sub", "160000"),
+            ("w/deep/one", "100644"),
+            ("w/two", "120000"),
+            ("z/untouched", "100644"),
+        ]);
+        let mut visited = Visited::new();
+        visited.insert(
+            Vec::new(),
+            names(&["a", "gone_dir", "long.bin", "sub", "w", "README.md"]),
+        );
+        visited.insert(b"a".to_vec(), names(&["b", "x"]));
+        visited.insert(b"a/b".to_vec(), names(&["c.txt"]));
+        visited.insert(b"w".to_vec(), None);
+        visited.insert(b"w/deep".to_vec(), None);
+        let staged = vec![b"a/x".to_vec(), b"new.txt".to_vec()];
+        let too_long = vec![(b"long.bin".to_vec(), 1 << 30)];
+        let brute: Vec<Vec<u8>> = t
+            .modes
+            .iter()
+            .filter(|(p, m)| {
+                m != GITLINK
+                    && !untouched(&visited, p)
+                    && !staged.contains(p)
+                    && !too_long.iter().any(|(l, _)| l == p)
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        let text = |v: &[Vec<u8>]| -> Vec<String> {
+            v.iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect()
+        };
+        let found = gone_paths(&t, &visited, &staged, &too_long);
+        assert_eq!(
+            (text(&found), text(&brute)),
+            (
+                vec![
+                    "README.md".to_string(),
+                    "a/b/c.txt".to_string(),
+                    "gone_dir/f".to_string(),
+                    "gone_dir/g/h".to_string(),
+                    "w/deep/one".to_string(),
+                    "w/two".to_string(),
+                ],
+                text(&found)
+            )
+        );
+        let tree = FinalTree {
+            staged,
+            gone: found,
+            ..FinalTree::default()
+        };
+        assert_eq!(
+            text(&tree.present(&t)),
+            [
+                "a/b/d.txt",
+                "a/keep.txt",
+                "a/x",
+                "a0",
+                "long.bin",
+                "new.txt",
+                "z/untouched"
+            ]
+        );
+    }
+
+    /// The base's paths are held in path order whatever order they were
+    /// listed in, each once, so that a directory's paths are one range.
+    #[test]
+    fn tracked_paths_are_ordered_and_a_directorys_are_one_range() {
+        let t = tracked(&[
+            ("a", "100644"),
+            ("a-b", "100644"),
+            ("a/b", "100644"),
+            ("a/c/d", "100755"),
+            ("a0", "100644"),
+        ]);
+        let paths = |v: &[(Vec<u8>, String)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(p, m)| (String::from_utf8_lossy(p).into_owned(), m.clone()))
+                .collect()
+        };
+        assert_eq!(
+            (
+                paths(&t.modes),
+                paths(t.under(b"a")),
+                paths(t.under(b"a/c")),
+                t.mode(b"a/c/d")
+            ),
+            (
+                vec![
+                    ("a".to_string(), "100644".to_string()),
+                    ("a-b".to_string(), "100644".to_string()),
+                    ("a/b".to_string(), "100644".to_string()),
+                    ("a/c/d".to_string(), "100755".to_string()),
+                    ("a0".to_string(), "100644".to_string()),
+                ],
+                vec![
+                    ("a/b".to_string(), "100644".to_string()),
+                    ("a/c/d".to_string(), "100755".to_string()),
+                ],
+                vec![("a/c/d".to_string(), "100755".to_string())],
+                Some("100755")
+            )
+        );
+    }
 }
