@@ -62,6 +62,15 @@ impl Progress {
         self.line(text, true);
     }
 
+    /// Shows Paddock's own `text` under `-q` only: with progress on, the
+    /// event it is made from has its own line saying the same (`▸
+    /// session_resumed: …`), and two adjacent lines said it twice.
+    pub fn notice_unless_shown(&self, text: String) {
+        if self.quiet {
+            errln!("{text}");
+        }
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

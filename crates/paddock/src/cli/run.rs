@@ -352,9 +352,13 @@ async fn follow(
                 }
                 // The engine's own session resumed (its files in the job's
                 // home), or a new one and why; and a prior pull request
-                // closed without a merge: said under `-q` too.
+                // closed without a merge: said under `-q` too, where no
+                // progress line says it.
                 if let Some(detail) = update.session_continuation() {
-                    view.notice(format!("paddock: {}", paddock::terminal_text::line(detail)));
+                    view.notice_unless_shown(format!(
+                        "paddock: {}",
+                        paddock::terminal_text::line(detail)
+                    ));
                 }
                 update.deliver(view)
             }

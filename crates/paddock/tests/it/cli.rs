@@ -1322,7 +1322,9 @@ async fn a_run_whose_stderr_reader_went_away_finishes_its_job() {
 /// the engine starts), under `-q` too: a next attempt whose provisioning
 /// fails (its source moved away after admission's checks) says nothing
 /// of a session. Before, the line was printed at admission, and a job
-/// that never started an engine said it had resumed one.
+/// that never started an engine said it had resumed one. With progress
+/// on, the `session_resumed` status line says it, once: before, `paddock:
+/// resumed session …` was printed beside it, the same words twice.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_next_attempt_says_it_resumed_its_session_only_once_it_has() {
     const SESSION: &str = "0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee";
@@ -1369,13 +1371,23 @@ echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
             &[],
         )
         .await;
+    let second = record(&resumed);
+    // With progress on, its own line says it: once.
+    let shown = home
+        .paddock(
+            &["run", "--json", spec_arg, "--attempt-after", &second.id],
+            &[],
+        )
+        .await;
     assert_eq!(
         (
             first.status,
             record(&failed).status,
             sessions(&failed),
-            record(&resumed).status,
+            second.status,
             sessions(&resumed),
+            record(&shown).status,
+            sessions(&shown),
         ),
         (
             JobStatus::Done,
@@ -1386,10 +1398,19 @@ echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
                 "paddock: resumed session {SESSION} of attempt 1 (job {})",
                 first.id
             )],
+            JobStatus::Done,
+            vec![
+                format!(
+                    "▸ session_resumed: resumed session {SESSION} of attempt 2 (job {})",
+                    second.id
+                ),
+                format!("▸ session_started: {SESSION}"),
+            ],
         ),
-        "{}\n{}",
+        "{}\n{}\n{}",
         stderr(&failed),
-        stderr(&resumed)
+        stderr(&resumed),
+        stderr(&shown)
     );
 }
 

@@ -800,15 +800,15 @@ async fn a_killed_jobs_next_attempt_says_its_session_files_are_gone() {
     let stderr = String::from_utf8_lossy(&next.stderr);
     let forked = stderr
         .lines()
-        .find(|l| l.starts_with("paddock: a new session"))
+        .find(|l| l.starts_with("▸ session_forked: a new session"))
         .map(str::to_string);
     assert_eq!(
         (recorded.as_deref(), forked),
         (
             Some(session),
             Some(format!(
-                "paddock: a new session, not attempt 1's (job {crashed}): the session files of \
-                 attempt 1 are gone"
+                "▸ session_forked: a new session, not attempt 1's (job {crashed}): the session \
+                 files of attempt 1 are gone"
             ))
         ),
         "{stderr}"

@@ -6978,10 +6978,7 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
                 ),
             ],
             git(&bare, &["rev-parse", "paddock/T-1/1"]),
-            vec![
-                format!("paddock: {resumed_closed}"),
-                format!("▸ session_resumed: {resumed_closed}")
-            ],
+            vec![format!("▸ session_resumed: {resumed_closed}")],
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
