@@ -31,11 +31,18 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::path_set::{PathSet, Print};
 use crate::workspace::beneath;
+use crate::workspace::beneath::HELD_PER_ENTRY;
 
 /// The most a stored setup output may hold, in entries and bytes; more and
 /// it is not stored.
 pub(crate) const MAX_ENTRIES: u64 = 500_000;
 pub(crate) const MAX_BYTES: u64 = 2 << 30;
+/// The most of the names a copy holds at once (each name's bytes and
+/// `beneath::HELD_PER_ENTRY` together: the directories being copied,
+/// listed and not yet copied): some 200,000 entries under 20-byte names,
+/// where the entries' bound alone let 500,000 names of 255 bytes be held,
+/// 127 MB of them in the memory of the process that runs every job.
+pub(crate) const MAX_HELD_NAMES: u64 = 16 << 20;
 /// The deepest path a walk or copy enters (each level is one descriptor
 /// and one stack frame).
 pub(crate) const MAX_DEPTH: usize = 256;
@@ -60,8 +67,13 @@ pub(crate) struct Copied {
     /// allowed go, so a directory the job filled with millions of names is
     /// never listed whole into Paddock's memory.
     pending: u64,
+    /// What the names of those entries cost held
+    /// (`beneath::entries_within`'s charge).
+    pending_names: u64,
     /// The most entries a copy carries ([`MAX_ENTRIES`]).
     max_entries: u64,
+    /// The most `pending_names` may reach ([`MAX_HELD_NAMES`]).
+    max_names: u64,
 }
 
 impl Default for Copied {
@@ -73,7 +85,9 @@ impl Default for Copied {
             left_out_count: 0,
             rewritten: 0,
             pending: 0,
+            pending_names: 0,
             max_entries: MAX_ENTRIES,
+            max_names: MAX_HELD_NAMES,
         }
     }
 }
@@ -166,7 +180,11 @@ impl Copied {
 pub(crate) enum CopyError {
     #[error("{rel}: {source}")]
     Io { rel: String, source: io::Error },
-    #[error("more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes, or deeper than {MAX_DEPTH} directories")]
+    #[error(
+        "more than {MAX_ENTRIES} entries or {MAX_BYTES} bytes, deeper than {MAX_DEPTH} \
+         directories, or directories whose names held pass {MAX_HELD_NAMES} bytes (each name's \
+         bytes and {HELD_PER_ENTRY} more)"
+    )]
     TooBig,
 }
 
@@ -364,14 +382,19 @@ pub(crate) fn copy_entry(
             let room = acc
                 .max_entries
                 .saturating_sub(acc.entries.saturating_add(acc.pending));
-            let mut entries =
-                beneath::entries_at_most(&from, usize::try_from(room).unwrap_or(usize::MAX))
-                    .map_err(|e| io_err(rel, e))?
-                    .ok_or(CopyError::TooBig)?;
+            let room = usize::try_from(room).unwrap_or(usize::MAX);
+            let names_room = acc.max_names.saturating_sub(acc.pending_names);
+            let mut entries = beneath::entries_within(&from, room, names_room)
+                .map_err(|e| io_err(rel, e))?
+                .ok_or(CopyError::TooBig)?;
             entries.sort_by(|a, b| a.name.cmp(&b.name));
+            let held = |entry: &beneath::Entry| entry.name.len() as u64 + HELD_PER_ENTRY;
             acc.pending = acc.pending.saturating_add(entries.len() as u64);
+            acc.pending_names =
+                (entries.iter().map(held)).fold(acc.pending_names, u64::saturating_add);
             for entry in entries {
                 acc.pending = acc.pending.saturating_sub(1);
+                acc.pending_names = acc.pending_names.saturating_sub(held(&entry));
                 let child = join(rel, &entry.name);
                 copy_entry(from.as_fd(), to.as_fd(), &entry.name, &child, rw, acc)?;
             }
@@ -601,6 +624,87 @@ mod tests {
             (listed, grew_kib < 8 << 10),
             (1 + 12 + 12_000, true),
             "listing grew the peak by {grew_kib} KiB"
+        );
+    }
+
+    /// A directory whose names would pass what the copy holds of names
+    /// (`MAX_HELD_NAMES` for a setup's output; 2 MiB here) is refused
+    /// before it is listed past it, nothing of it copied: 60,000 files
+    /// under 250-byte names (15 MB of names) cost under 6 MB of memory,
+    /// measured in a process of its own (this test's binary run again for
+    /// this test alone), where the whole directory was listed, within the
+    /// entries' bound, and copied (over 17 MB held; 127 MB for 500,000
+    /// such names).
+    #[test]
+    fn a_directory_of_long_names_is_refused_in_bounded_memory() {
+        const ENV: &str = "PADDOCK_PROBE_COPY_NAMES";
+        if let Some(dir) = std::env::var_os(ENV) {
+            let (src, dst) = (Path::new(&dir).join("src"), Path::new(&dir).join("dst"));
+            let s = beneath::open_root(&src).unwrap();
+            let d = beneath::open_root(&dst).unwrap();
+            let copy = |name: &[u8]| {
+                let mut acc = Copied {
+                    max_names: 2 << 20,
+                    ..Copied::default()
+                };
+                let made = copy_entry(
+                    s.as_fd(),
+                    d.as_fd(),
+                    name,
+                    name,
+                    &Rewrite::default(),
+                    &mut acc,
+                );
+                (made.map_err(|e| e.to_string()), acc.entries)
+            };
+            // The code the copy runs paged in first, then the peak reset
+            // to what is resident now (`clear_refs` 5).
+            assert_eq!(copy(b"small"), (Ok(()), 2));
+            let _ = paddock_test_support::processes::own_memory_kib();
+            std::fs::write("/proc/self/clear_refs", "5").unwrap();
+            let (_, rss) = paddock_test_support::processes::own_memory_kib();
+            let (made, entries) = copy(b"big");
+            let (peak, _) = paddock_test_support::processes::own_memory_kib();
+            println!(
+                "probe: {} {entries} {}",
+                made.err().unwrap_or_else(|| "copied".to_string()),
+                peak.saturating_sub(rss)
+            );
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir_all(src.join("big")).unwrap();
+        std::fs::create_dir_all(src.join("small")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("dst")).unwrap();
+        std::fs::write(src.join("small/f"), "x").unwrap();
+        for i in 0..60_000 {
+            std::fs::write(src.join(format!("big/{i:05}{}", "f".repeat(245))), "").unwrap();
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "setup_cache::copy::tests::a_directory_of_long_names_is_refused_in_bounded_memory",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ENV, tmp.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (made, grew_kib): (String, u64) = text
+            .lines()
+            .find_map(|l| l.split("probe: ").nth(1))
+            .and_then(|l| l.rsplit_once(' '))
+            .map(|(made, kib)| (made.to_string(), kib.parse().unwrap()))
+            .unwrap_or_else(|| panic!("no probe line in {text}"));
+        let copied = std::fs::read_dir(tmp.path().join("dst/big"))
+            .unwrap()
+            .count();
+        assert_eq!(
+            (made, copied, grew_kib < 6 << 10),
+            (format!("{} 1", CopyError::TooBig), 0, true),
+            "the copy grew the peak by {grew_kib} KiB"
         );
     }
 

@@ -74,7 +74,23 @@ pub(crate) fn entries(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
 /// a directory a job filled (millions of names) is not listed whole into
 /// Paddock's memory by a walk that bounds what it takes anyway.
 pub(crate) fn entries_at_most(dir: &OwnedFd, at_most: usize) -> io::Result<Option<Vec<Entry>>> {
+    entries_within(dir, at_most, u64::MAX)
+}
+
+/// What an [`Entry`] held costs beside its name's bytes (the entry, the
+/// name's allocation): what [`entries_within`] charges each.
+pub(crate) const HELD_PER_ENTRY: u64 = 64;
+
+/// [`entries_at_most`], also `None` when the names held would pass
+/// `max_bytes` (each name's bytes and [`HELD_PER_ENTRY`] together): a
+/// directory of long names is not listed past that bound either.
+pub(crate) fn entries_within(
+    dir: &OwnedFd,
+    at_most: usize,
+    max_bytes: u64,
+) -> io::Result<Option<Vec<Entry>>> {
     let mut out = Vec::new();
+    let mut held: u64 = 0;
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
@@ -88,7 +104,8 @@ pub(crate) fn entries_at_most(dir: &OwnedFd, at_most: usize) -> io::Result<Optio
             }
             known => known,
         };
-        if out.len() == at_most {
+        held = held.saturating_add(name.len() as u64 + HELD_PER_ENTRY);
+        if out.len() == at_most || held > max_bytes {
             return Ok(None);
         }
         out.push(Entry {
