@@ -361,12 +361,14 @@ pub const MAX_PATCH_BYTES: u64 = 1 << 30;
 /// 100-byte paths.
 pub const MAX_BASE_FILES_BYTES: u64 = 8 << 20;
 
-/// The most of the base's paths (their bytes together) the patch reads
-/// from Paddock's index (`final_tree::Tracked`), whatever the checkout
-/// holds: a repository of a million files under 100-byte paths fits; one
-/// of a million under 4 KB paths fails the patch naming the bound, never
+/// The most of the base's paths (their bytes and, for each path and
+/// directory held, `final_tree::HELD_PER_PATH`, 64, together) the patch
+/// reads from Paddock's index (`final_tree::Tracked`), whatever the
+/// checkout holds: a repository of a million files under 100-byte paths
+/// (some 170 MiB charged) fits; one of a million under 4 KB paths, or of
+/// ten million one-byte names, fails the patch naming the bound, never
 /// held whole in the memory of the process that runs every job.
-pub const MAX_BASE_PATH_BYTES: u64 = 128 << 20;
+pub const MAX_BASE_PATH_BYTES: u64 = 256 << 20;
 
 /// The most of the paths the walk of the job's final tree lists (each
 /// path's bytes and `final_tree::HELD_PER_PATH`, 64, together:
@@ -4930,7 +4932,10 @@ mod tests {
     /// The patch reads the base's paths from Paddock's index record by
     /// record, holding at most the bound given (`MAX_BASE_PATH_BYTES` for
     /// a job): an index listing more (a checkout of many long paths) is
-    /// refused naming it, where it was read whole and kept without bound.
+    /// refused naming it, where it was read whole and kept without bound;
+    /// so is one of many short paths, each charged what holding it costs
+    /// (`HELD_PER_PATH`), where 100,000 paths of 7 bytes were 700 KB
+    /// against the bound and some 10 MB held.
     #[tokio::test]
     async fn the_bases_paths_past_the_bound_are_refused_naming_it() {
         let tmp = TmpDir::new();
@@ -4943,6 +4948,15 @@ mod tests {
         let git = ws.paddock_git(Some(&index), false);
         git.run(["read-tree", commit.as_str()], None).await.unwrap();
         let base = ws.paddock_git(Some(&ws.git_dir().join("index")), false);
+        // 100,000 paths of 7 bytes: 700 KB of names, each held with its
+        // vector and its mode's.
+        let blob = in_paddock_git(&ws, &["hash-object", "-w", "--stdin"], "").await;
+        let short = ws.paddock_git(Some(&ws.meta.join("short.index")), false);
+        let info: String = (0..100_000)
+            .map(|i| format!("100644 {blob}\td/{i:05}\n"))
+            .collect();
+        let args = ["update-index", "--add", "--index-info"];
+        short.run(args, Some(info.as_bytes())).await.unwrap();
         let read = |git: HostGit, max: u64| async move {
             Tracked::read(&git, max, MAX_LISTED_RECORD)
                 .await
@@ -4952,14 +4966,21 @@ mod tests {
                 })
                 .map_err(|e| e.to_string())
         };
+        let refused = Err(format!(
+            "workspace {}: `git ls-files --stage -z` lists more than 1048576 bytes of the base's \
+             paths (each path's bytes and 64 for holding it; the patch's first step), the most \
+             Paddock holds; it was stopped",
+            ws.root.display()
+        ));
         assert_eq!(
-            (read(git, 1 << 20).await, read(base, 1 << 20).await),
             (
-                Err(format!(
-                    "workspace {}: `git ls-files --stage -z` lists more than 1048576 bytes of the \
-                     base's paths (the patch's first step), the most Paddock holds; it was stopped",
-                    ws.root.display()
-                )),
+                read(git, 1 << 20).await,
+                read(short, 1 << 20).await,
+                read(base, 1 << 20).await
+            ),
+            (
+                refused.clone(),
+                refused,
                 Ok([Some("100644".to_string()), Some("100644".to_string()), None])
             )
         );

@@ -67,7 +67,8 @@ pub(super) struct Tracked {
     /// a staging that reads nothing by path (`sealed_stage.rs`) copies or
     /// refuses.
     read_by_git: Vec<TrackedFile>,
-    /// The bytes of the paths and directories held.
+    /// The bytes of the paths and directories held, each charged
+    /// [`HELD_PER_PATH`] more.
     bytes: u64,
 }
 
@@ -91,7 +92,8 @@ impl Tracked {
 
     /// The index of `git` listed (`git ls-files --stage -z`), read record
     /// by record ([`HostGit::each_record`], each at most `max_record`
-    /// bytes), the paths held at most `max_bytes` together: past it the
+    /// bytes), the paths held at most `max_bytes` together (each charged
+    /// [`HELD_PER_PATH`] besides its bytes): past it the
     /// listing is stopped and the error (`ListingPastLimit`) names the
     /// bound, the listing never held whole besides what is kept of it.
     pub async fn read(
@@ -107,7 +109,8 @@ impl Tracked {
                 return Err(WorkspaceError::ListingPastLimit {
                     path: git.root.clone(),
                     args: args.join(" "),
-                    what: "of the base's paths (the patch's first step)",
+                    what: "of the base's paths (each path's bytes and 64 for holding it; the \
+                           patch's first step)",
                     limit: max_bytes,
                 });
             }
@@ -144,7 +147,9 @@ impl Tracked {
         let mut head = record[..tab].split(|b| *b == b' ');
         let mode = String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned();
         let path = record[tab + 1..].to_vec();
-        self.bytes = self.bytes.saturating_add(path.len() as u64);
+        // A path held costs its vector and its mode's besides its bytes:
+        // millions of one-byte names are not a few megabytes.
+        self.bytes = self.bytes.saturating_add(path.len() as u64 + HELD_PER_PATH);
         let name = path.rsplit(|b| *b == b'/').next().unwrap_or(&path);
         if READ_BY_GIT.contains(&name) {
             self.read_by_git.push(TrackedFile {
@@ -160,7 +165,7 @@ impl Tracked {
             if self.dirs.contains(&path[..i]) {
                 break;
             }
-            self.bytes = self.bytes.saturating_add(i as u64);
+            self.bytes = self.bytes.saturating_add(i as u64 + HELD_PER_PATH);
             self.dirs.insert(path[..i].to_vec());
         }
         self.modes.push((path, mode));
