@@ -271,7 +271,14 @@ struct Watcher {
 impl Watcher {
     fn run(self) {
         let helper = (self.helper_exe.as_path(), self.since);
-        let baseline = measure(&self.root, u64::MAX, helper, Some(&self.stop))
+        // The baseline is the walk alone: no process of the job exists yet
+        // (the engine and the setup commands start once it is taken,
+        // `DiskWatch::ready`), so none holds a removed file of its
+        // directory, and the scan of the host's processes for such files
+        // (`unlinked.rs`) would find none on the launch's path (issue
+        // #14). A baseline without it is never larger than one with it:
+        // what the job is charged is never less.
+        let baseline = walk(&self.root, u64::MAX, &self.helper_exe, Some(&self.stop))
             .charged
             .bytes;
         self.tx.send_replace(State::Watching { baseline });
