@@ -1,6 +1,7 @@
 //! A GitLab REST API v4 **mock** for the results loop: merge requests
-//! (list by `source_branch`, `target_branch` and `state`, paged as notes
-//! are, create, update), their notes
+//! (list by `source_branch`, `source_project_id`, `target_branch` and
+//! `state`, paged as notes are, create, update; the project itself, `GET
+//! /projects/:path`, its numeric id), their notes
 //! (post, or refused with a 500 while `refuse_notes`, or posted and
 //! answered with a 500 while `lose_note_answers`; list paged as GitLab
 //! pages them: `page`, `per_page`, `Link` and the `X-Next-Page`… headers,
@@ -552,6 +553,17 @@ impl MockGitLab {
             )
                 .into();
         }
+        if *method == Method::GET && route == format!("/projects/{}", self.project) {
+            return (
+                StatusCode::OK,
+                json!({
+                    "id": PROJECT_ID,
+                    "path_with_namespace": self.project_path,
+                    "web_url": format!("https://gitlab.example/{}", self.project_path),
+                }),
+            )
+                .into();
+        }
         let prefix = format!("/projects/{}/", self.project);
         let Some(rest) = route.strip_prefix(&prefix) else {
             return error(StatusCode::NOT_FOUND, json!("404 Project Not Found")).into();
@@ -715,10 +727,15 @@ impl MockGitLab {
 }
 
 /// `GET /projects/P/merge_requests?source_branch=…&state=…`: the
-/// merge requests it lists, newest first (paged by the caller).
+/// merge requests it lists, newest first (paged by the caller), of the
+/// source project `source_project_id` alone when asked, as GitLab filters
+/// them (forks' left out).
 fn list(state: &State, query: &str) -> Vec<Value> {
     let q = crate::entra::form(query);
     let source = q.get("source_branch").cloned();
+    let source_project = q
+        .get("source_project_id")
+        .map(|p| p.parse::<u64>().unwrap_or(0));
     let target = q.get("target_branch").cloned();
     let wanted = q.get("state").cloned().unwrap_or_else(|| "all".into());
     state
@@ -726,6 +743,7 @@ fn list(state: &State, query: &str) -> Vec<Value> {
         .iter()
         .rev()
         .filter(|m| source.as_deref().is_none_or(|s| m["source_branch"] == s))
+        .filter(|m| source_project.is_none_or(|p| m["source_project_id"] == p))
         .filter(|m| target.as_deref().is_none_or(|t| m["target_branch"] == t))
         .filter(|m| wanted == "all" || m["state"] == wanted.as_str())
         .cloned()

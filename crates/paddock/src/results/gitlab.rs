@@ -39,6 +39,9 @@ pub struct GitLab {
     http: ForgeHttp,
     /// The project's id or its URL-encoded path.
     project: String,
+    /// The project's numeric id, asked once (`GET /projects/:path`)
+    /// when `project` is a path ([`GitLab::project_id`]).
+    project_id: std::sync::OnceLock<u64>,
     token: Secret,
     /// The host-held token (a Maintainer's: it mints the job's tokens),
     /// used only to edit the closeout an earlier token of the same job
@@ -74,6 +77,12 @@ struct ApiMergeRequest {
     source_project_id: Option<u64>,
     #[serde(default)]
     target_project_id: Option<u64>,
+}
+
+/// A project as `GET /projects/:id` gives it: its numeric id.
+#[derive(Debug, Deserialize)]
+struct ApiProject {
+    id: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -187,6 +196,7 @@ impl GitLab {
         Ok(GitLab {
             http: ForgeHttp::new(FORGE, api)?,
             project: path_segment(project),
+            project_id: std::sync::OnceLock::new(),
             token,
             editor: None,
             closeout_record: None,
@@ -222,6 +232,26 @@ impl GitLab {
 
     pub(super) fn project_path(&self, rest: &str) -> String {
         format!("/projects/{}{rest}", self.project)
+    }
+
+    /// The project's numeric id: `project` when it is one, else asked of
+    /// GitLab once (`GET /projects/:path`, its `id`).
+    async fn project_id(&self) -> Result<u64, ForgeError> {
+        if let Ok(id) = self.project.parse::<u64>() {
+            return Ok(id);
+        }
+        if let Some(id) = self.project_id.get() {
+            return Ok(*id);
+        }
+        let project: ApiProject = self
+            .call(
+                "read the project",
+                Method::GET,
+                &self.project_path(""),
+                None,
+            )
+            .await?;
+        Ok(*self.project_id.get_or_init(|| project.id))
     }
 
     pub(super) async fn call<T: DeserializeOwned>(
@@ -299,18 +329,27 @@ impl GitLab {
     /// it would get Paddock's title, body and closeout, its reviews would
     /// reach the next attempt, and closed, it would stop the job's branch
     /// being pushed. One that does not say where its branch is counts as
-    /// a fork's. Every page is read (up to `forge_http::MAX_PAGES` of 100,
-    /// more an error): forks' merge requests on the first pages must not
-    /// hide the job's behind them (its publish would open a second, which
-    /// GitLab refuses, or miss that it ended).
+    /// a fork's. GitLab is asked for this project's own alone
+    /// (`source_project_id`, [`GitLab::project_id`]), so forks' are not
+    /// listed at all: only those who may push to the project make a
+    /// merge request from its branch. Before, every fork's of the same
+    /// branch name was listed and left out here, and more of them than
+    /// `forge_http::MAX_PAGES` pages of 100 (anyone may fork and open
+    /// them) failed the lookup, and with it the job's publish and its
+    /// next attempt. Every page is still read (up to that bound, more an
+    /// error), and forks' still left out here, should a GitLab ignore
+    /// the filter: the job's must not be hidden behind them (its publish
+    /// would open a second, which GitLab refuses, or miss that it ended).
     async fn merge_request_for(
         &self,
         branch: &str,
         target: &str,
         state: &str,
     ) -> Result<Option<ApiMergeRequest>, ForgeError> {
+        let own = self.project_id().await?.to_string();
         let query = [
             ("source_branch", branch),
+            ("source_project_id", own.as_str()),
             ("state", state),
             ("target_branch", target),
         ];

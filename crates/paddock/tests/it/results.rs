@@ -3350,7 +3350,8 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
             .collect::<Vec<_>>(),
         vec![
             ("POST /projects/acme%2Fwidgets/access_tokens".to_string(), host.clone()),
-            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all&target_branch=main&per_page=100".to_string(), job.clone()),
+            ("GET /projects/acme%2Fwidgets".to_string(), job.clone()),
+            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&source_project_id=42&state=all&target_branch=main&per_page=100".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
             ("GET /user".to_string(), job.clone()),
             ("GET /projects/acme%2Fwidgets/merge_requests/1/notes?sort=desc&order_by=created_at&per_page=1".to_string(), job.clone()),
@@ -5806,6 +5807,66 @@ async fn forks_merge_requests_past_a_page_do_not_hide_the_jobs() {
             121,
             vec![(1, "Draft: T-1: Test ticket".to_string())],
             vec![1],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// As above, with more of the forks' merge requests than Paddock reads
+/// pages of a list (5,100: 51 pages of 100): the job's own is asked for
+/// by its project (`source_project_id`), GitLab lists none of the forks',
+/// and `paddock publish` updates the job's in one page. Before, every
+/// fork's was listed, the lookup failed past 50 pages (`more than 50
+/// pages of 100`), and with it every publish of the job: anyone who may
+/// fork a public project could stop it.
+#[tokio::test(flavor = "multi_thread")]
+async fn forks_merge_requests_past_fifty_pages_do_not_fail_the_publish() {
+    let home = Home::new();
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
+    let job = run_with_gitlab_token(&home, &spec, &[]).await;
+    for fork in 0..5100 {
+        mock.open_merge_request_from_fork_as("alice", 100 + fork, "paddock/T-1/1", "main");
+    }
+    let seen = mock.requests().len();
+    let args = ["publish", "--json", job.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    let lookups: Vec<String> = mock.requests()[seen..]
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/merge_requests?"))
+        .map(|r| r.path.clone())
+        .collect();
+    let titles: Vec<(u64, String)> = mock
+        .merge_requests()
+        .iter()
+        .filter(|m| m["source_project_id"] == paddock_test_support::gitlab::PROJECT_ID)
+        .map(|m| {
+            (
+                m["iid"].as_u64().unwrap(),
+                m["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (
+            out.status.code(),
+            record(&out).status,
+            lookups,
+            titles,
+            mock.notes().len()
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            vec![
+                "/projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1\
+                 &source_project_id=42&state=all&target_branch=main&per_page=100"
+                    .to_string()
+            ],
+            vec![(1, "Draft: T-1: Test ticket".to_string())],
+            1
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
