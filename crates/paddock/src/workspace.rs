@@ -4872,23 +4872,11 @@ mod tests {
     async fn a_tree_repeating_its_subtrees_is_listed_for_its_lockfiles_in_bounded_memory() {
         const ENV: &str = "PADDOCK_PROBE_BASE_FILES";
         if std::env::var_os(ENV).is_none() {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "workspace::tests::a_tree_repeating_its_subtrees_is_listed_for_its_lockfiles_in_bounded_memory",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(ENV, "1")
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            let (refused, grew_kib): (String, u64) = text
-                .lines()
-                .find_map(|l| l.split("probe: ").nth(1))
-                .and_then(|l| l.rsplit_once(' '))
-                .map(|(why, kib)| (why.to_string(), kib.parse().unwrap()))
-                .unwrap_or_else(|| panic!("no probe line in {text}"));
+            let (refused, grew_kib) = paddock_test_support::processes::probe_alone(
+                "workspace::tests::a_tree_repeating_its_subtrees_is_listed_for_its_lockfiles_in_bounded_memory",
+                ENV,
+                "1",
+            );
             assert_eq!(
                 (refused.as_str(), grew_kib < 16 << 10),
                 (
@@ -4999,23 +4987,11 @@ mod tests {
     async fn a_final_tree_of_long_paths_is_walked_in_bounded_memory() {
         const ENV: &str = "PADDOCK_PROBE_FINAL_TREE";
         if std::env::var_os(ENV).is_none() {
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "workspace::tests::a_final_tree_of_long_paths_is_walked_in_bounded_memory",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(ENV, "1")
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout);
-            let (walked, grew_kib): (String, u64) = text
-                .lines()
-                .find_map(|l| l.split("probe: ").nth(1))
-                .and_then(|l| l.rsplit_once(' '))
-                .map(|(why, kib)| (why.to_string(), kib.parse().unwrap()))
-                .unwrap_or_else(|| panic!("no probe line in {text}"));
+            let (walked, grew_kib) = paddock_test_support::processes::probe_alone(
+                "workspace::tests::a_final_tree_of_long_paths_is_walked_in_bounded_memory",
+                ENV,
+                "1",
+            );
             assert_eq!(
                 (walked.as_str(), grew_kib < 8 << 10),
                 (

@@ -202,6 +202,21 @@ impl MockGitLab {
         self.state.lock().unwrap().merge_requests.clone()
     }
 
+    /// The merge requests from the project's own branches (not a fork's),
+    /// as (iid, title).
+    pub fn own_merge_requests(&self) -> Vec<(u64, String)> {
+        self.merge_requests()
+            .iter()
+            .filter(|m| m["source_project_id"] == PROJECT_ID)
+            .map(|m| {
+                (
+                    m["iid"].as_u64().unwrap(),
+                    m["title"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// The notes, as (merge request iid, author, body).
     pub fn notes(&self) -> Vec<(u64, String, String)> {
         let state = self.state.lock().unwrap();

@@ -66,3 +66,23 @@ pub fn own_memory_kib() -> (u64, u64) {
     };
     (field("VmHWM:"), field("VmRSS:"))
 }
+
+/// Runs the test named `test` (its whole path) alone in a new process of
+/// this test binary, with `var` set to `value` (how that process knows it
+/// is the probe), and returns its probe line: the text after `probe: `,
+/// split at its last space into what the probe saw and the KiB it
+/// measured ([`own_memory_kib`]), so that no other test's memory is
+/// counted.
+pub fn probe_alone(test: &str, var: &str, value: impl AsRef<std::ffi::OsStr>) -> (String, u64) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(var, value)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.split("probe: ").nth(1))
+        .and_then(|l| l.rsplit_once(' '))
+        .map(|(seen, kib)| (seen.to_string(), kib.parse().unwrap()))
+        .unwrap_or_else(|| panic!("no probe line in {text}"))
+}

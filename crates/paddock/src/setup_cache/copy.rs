@@ -603,23 +603,12 @@ mod tests {
         for i in 0..12_000 {
             std::fs::write(deep.join(format!("{i:05}{}", "f".repeat(245))), "").unwrap();
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "setup_cache::copy::tests::a_tree_of_long_paths_is_listed_in_bounded_memory",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ENV, tmp.path())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let (listed, grew_kib): (usize, u64) = text
-            .lines()
-            .find_map(|l| l.split("probe: ").nth(1))
-            .and_then(|l| l.split_once(' '))
-            .map(|(n, kib)| (n.parse().unwrap(), kib.parse().unwrap()))
-            .unwrap_or_else(|| panic!("no probe line in {text}"));
+        let (listed, grew_kib) = paddock_test_support::processes::probe_alone(
+            "setup_cache::copy::tests::a_tree_of_long_paths_is_listed_in_bounded_memory",
+            ENV,
+            tmp.path(),
+        );
+        let listed: usize = listed.parse().unwrap();
         assert_eq!(
             (listed, grew_kib < 8 << 10),
             (1 + 12 + 12_000, true),
@@ -681,23 +670,11 @@ mod tests {
         for i in 0..60_000 {
             std::fs::write(src.join(format!("big/{i:05}{}", "f".repeat(245))), "").unwrap();
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "setup_cache::copy::tests::a_directory_of_long_names_is_refused_in_bounded_memory",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ENV, tmp.path())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let (made, grew_kib): (String, u64) = text
-            .lines()
-            .find_map(|l| l.split("probe: ").nth(1))
-            .and_then(|l| l.rsplit_once(' '))
-            .map(|(made, kib)| (made.to_string(), kib.parse().unwrap()))
-            .unwrap_or_else(|| panic!("no probe line in {text}"));
+        let (made, grew_kib) = paddock_test_support::processes::probe_alone(
+            "setup_cache::copy::tests::a_directory_of_long_names_is_refused_in_bounded_memory",
+            ENV,
+            tmp.path(),
+        );
         let copied = std::fs::read_dir(tmp.path().join("dst/big"))
             .unwrap()
             .count();

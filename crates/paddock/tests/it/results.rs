@@ -5779,17 +5779,7 @@ async fn forks_merge_requests_past_a_page_do_not_hide_the_jobs() {
     let out = home
         .paddock(&args, &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
         .await;
-    let ours: Vec<(u64, String)> = mock
-        .merge_requests()
-        .iter()
-        .filter(|m| m["source_project_id"] == paddock_test_support::gitlab::PROJECT_ID)
-        .map(|m| {
-            (
-                m["iid"].as_u64().unwrap(),
-                m["title"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let ours: Vec<(u64, String)> = mock.own_merge_requests();
     let notes: Vec<u64> = mock.notes().into_iter().map(|(iid, _, _)| iid).collect();
     assert_eq!(
         (
@@ -5838,17 +5828,7 @@ async fn forks_merge_requests_past_fifty_pages_do_not_fail_the_publish() {
         .filter(|r| r.method == "GET" && r.path.contains("/merge_requests?"))
         .map(|r| r.path.clone())
         .collect();
-    let titles: Vec<(u64, String)> = mock
-        .merge_requests()
-        .iter()
-        .filter(|m| m["source_project_id"] == paddock_test_support::gitlab::PROJECT_ID)
-        .map(|m| {
-            (
-                m["iid"].as_u64().unwrap(),
-                m["title"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let titles: Vec<(u64, String)> = mock.own_merge_requests();
     assert_eq!(
         (
             out.status.code(),
