@@ -32,6 +32,16 @@ impl Found {
     pub fn ours(id: Option<u64>) -> Self {
         id.map_or(Found::Nothing, Found::Ours)
     }
+
+    /// The closeout to edit, if it is Paddock's own, and the ghost's
+    /// comments or notes left as they are.
+    pub fn into_parts(self) -> (Option<u64>, Vec<u64>) {
+        match self {
+            Found::Ours(ours) => (Some(ours), Vec::new()),
+            Found::Unsure(ghosts) => (None, ghosts),
+            Found::Nothing => (None, Vec::new()),
+        }
+    }
 }
 
 /// The publish's warning for the closeout posted at `url` beside `ids`,

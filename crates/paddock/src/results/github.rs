@@ -726,14 +726,8 @@ impl Forge for GitHub {
         // and a new one is posted (`found_closeout.rs`).
         let mut left = Vec::new();
         if let Some(job) = super::closeout::job_of(body).filter(|_| !pr.created) {
-            let ours = match self.closeout_of(&path, pr, job).await? {
-                Found::Ours(ours) => Some(ours),
-                Found::Unsure(ghosts) => {
-                    left = ghosts;
-                    None
-                }
-                Found::Nothing => None,
-            };
+            let ours;
+            (ours, left) = self.closeout_of(&path, pr, job).await?.into_parts();
             if let Some(ours) = ours {
                 let edited: Result<ApiComment, _> = self
                     .call(

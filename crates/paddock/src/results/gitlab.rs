@@ -655,14 +655,8 @@ impl Forge for GitLab {
         // are, and a new one is posted (`found_closeout.rs`).
         let mut left = Vec::new();
         if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
-            let ours = match self.closeout_of(&path, mr, job).await? {
-                Found::Ours(ours) => Some(ours),
-                Found::Unsure(ghosts) => {
-                    left = ghosts;
-                    None
-                }
-                Found::Nothing => None,
-            };
+            let ours;
+            (ours, left) = self.closeout_of(&path, mr, job).await?.into_parts();
             if let Some(ours) = ours {
                 let token = self.editor.as_ref().unwrap_or(&self.token);
                 let edited: Result<(ApiNote, _), _> = self
