@@ -173,10 +173,7 @@ impl Tracked {
 
     /// The mode of a tracked path.
     pub fn mode(&self, path: &[u8]) -> Option<&str> {
-        self.modes
-            .binary_search_by(|(p, _)| p.as_slice().cmp(path))
-            .ok()
-            .map(|i| self.modes[i].1.as_str())
+        self.entry(path).map(|(_, mode)| mode.as_str())
     }
 
     /// The tracked paths under the directory `dir` (`/` separated, empty
