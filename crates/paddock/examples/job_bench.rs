@@ -5,7 +5,12 @@
 //!
 //! - **bare**: `codex exec` by itself, in a fresh clone of the hello
 //!   repository, against the same scripted upstream directly (a minimal
-//!   `config.toml` like the one Paddock writes, no broker, no workspace);
+//!   `config.toml` like the one Paddock writes, no broker, no workspace),
+//!   twice: through the npm launcher a user types (`codex`, a Node
+//!   script), the reference of the "vs bare" ratio, and as the native
+//!   binary behind it, which is the program Paddock starts
+//!   (`engines::codex::native`); each bare run's directory is removed
+//!   only after the last run (see `bare`);
 //! - **process** and **sandbox**: `paddock run` of the hello job on each
 //!   rung, one after another in one data directory per rung and case, as a
 //!   user's jobs run (the mirror of a URL source fetched, not cloned; the
@@ -29,7 +34,10 @@
 //! The engine's exit phase holds the engine's own shutdown after its
 //! last event, which a bare run pays too: the bare runs time it (their
 //! `turn.completed` line to their exit), and the first table also shows
-//! Paddock's own time less that median, the part no bare run has.
+//! Paddock's own time less the native binary's median, the part no bare
+//! run has (the launcher's shutdown is longer, a Node process waiting
+//! for its child: subtracting it would count part of Paddock's own time
+//! as the engine's).
 //! With `--pause MS`, each timed run (bare or Paddock's) starts that long
 //! after the one before it ended, so that none follows a 10,000-file
 //! overlay job's teardown (its detached remover unmounting and deleting
@@ -150,16 +158,28 @@ fn big_repo(args: &Args, scratch: &Path, files: usize) -> PathBuf {
     repo
 }
 
-/// One bare `codex exec` of the hello prompt in a fresh clone of `source`
-/// (not timed); its wall time, and the time from its `turn.completed`
-/// line to its exit (the engine's own shutdown).
+/// The program a bare run starts: the `codex` a user types (the npm
+/// launcher), or the native binary behind it, which Paddock starts.
+struct Engine<'a> {
+    program: &'a Path,
+    env: &'a [(String, String)],
+}
+
+/// One bare `codex exec` of the hello prompt by `engine` in a fresh clone
+/// of `source` (not timed); its wall time, the time from its
+/// `turn.completed` line to its exit (the engine's own shutdown), and its
+/// directory, which the caller removes only once every run is done: a
+/// 10,000-file clone removed between the timed runs would slow the next
+/// runs' file creation on a file system without a journal (ext4 skips
+/// inodes freed in the last minute, `recently_deleted`), a cost of the
+/// bench, not of Paddock.
 fn bare(
-    args: &Args,
+    engine: &Engine<'_>,
     base: &str,
     scratch: &Path,
     prompt: &str,
     source: &Path,
-) -> (Duration, Duration) {
+) -> (Duration, Duration, tempfile::TempDir) {
     let dir = tempfile::tempdir_in(scratch).unwrap();
     let work = dir.path().join("work");
     git(
@@ -188,7 +208,7 @@ fn bare(
     )
     .unwrap();
     let started = Instant::now();
-    let mut child = Command::new(&args.codex)
+    let mut child = Command::new(engine.program)
         .args([
             "exec",
             "--json",
@@ -204,6 +224,7 @@ fn bare(
         .env("HOME", &home)
         .env("CODEX_HOME", &codex_home)
         .env("BENCH_KEY", "bench")
+        .envs(engine.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -238,7 +259,7 @@ fn bare(
     let Some(completed) = completed else {
         panic!("bare codex failed: {stdout}");
     };
-    (took, completed.elapsed())
+    (took, completed.elapsed(), dir)
 }
 
 /// The phases of one Paddock run, in milliseconds.
@@ -392,8 +413,29 @@ async fn main() {
             Some(big.clone()),
         ));
     }
-    let mut bare_ms: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    let mut shutdown_ms: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    // The bare runs: the launcher a user types, and the native binary
+    // behind it, which is what Paddock starts (its shutdown is the one a
+    // Paddock run's engine exit holds).
+    let native = paddock::engines::codex::native::behind_launcher(&args.codex);
+    let launcher = Engine {
+        program: &args.codex,
+        env: &[],
+    };
+    let native = native.as_ref().map(|n| Engine {
+        program: &n.program,
+        env: &n.env,
+    });
+    let engines: Vec<(&str, &Engine<'_>)> = std::iter::once(("`codex exec`", &launcher))
+        .chain(
+            native
+                .as_ref()
+                .map(|n| ("the native binary's `codex exec`", n)),
+        )
+        .collect();
+    let mut bare_ms: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); engines.len()]; cases.len()];
+    let mut shutdown_ms: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); engines.len()]; cases.len()];
+    // Removed once every run is done (see `bare`).
+    let mut bare_dirs = Vec::new();
     // One data directory per case and rung, its first job untimed.
     let homes: Vec<Vec<PathBuf>> = (0..cases.len())
         .map(|i| {
@@ -420,27 +462,38 @@ async fn main() {
         .collect();
     for _ in 0..args.runs {
         for (i, (_, source, repo)) in cases.iter().enumerate() {
-            // The scripted upstream runs on the runtime's other threads.
-            tokio::time::sleep(args.pause).await;
-            let b = tokio::task::block_in_place(|| {
-                bare(&args, &server.base, scratch.path(), prompt, source)
-            });
-            bare_ms[i].push(b.0.as_secs_f64() * 1000.0);
-            shutdown_ms[i].push(b.1.as_secs_f64() * 1000.0);
+            for (k, (_, engine)) in engines.iter().enumerate() {
+                // The scripted upstream runs on the runtime's other threads.
+                tokio::time::sleep(args.pause).await;
+                let (wall, shutdown, dir) = tokio::task::block_in_place(|| {
+                    bare(engine, &server.base, scratch.path(), prompt, source)
+                });
+                bare_ms[i][k].push(wall.as_secs_f64() * 1000.0);
+                shutdown_ms[i][k].push(shutdown.as_secs_f64() * 1000.0);
+                bare_dirs.push(dir);
+            }
             for (j, (rung, v)) in runs[i].iter_mut().enumerate() {
                 tokio::time::sleep(args.pause).await;
                 v.push(paddock(&args, &homes[i][j], rung, repo.as_deref()).await);
             }
         }
     }
-    println!("| case | run | wall [ms] | vs bare codex | Paddock's own [ms] | less the engine's own shutdown [ms] |");
+    drop(bare_dirs);
+    println!("| case | run | wall [ms] | vs bare `codex exec` | Paddock's own [ms] | less the engine's own shutdown [ms] |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for (i, (case, _, _)) in cases.iter().enumerate() {
-        let bare = median(bare_ms[i].clone());
-        let shutdown = median(shutdown_ms[i].clone());
-        println!(
-            "| {case} | bare `codex exec` (turn completed → exit: {shutdown:.0} ms) | {bare:.0} | 1.00× | – | – |"
-        );
+        let bare = median(bare_ms[i][0].clone());
+        // The shutdown subtracted: the native binary's when it was run
+        // (Paddock's engine), else the launcher's.
+        let mut shutdown = 0.0;
+        for (k, (name, _)) in engines.iter().enumerate() {
+            let wall = median(bare_ms[i][k].clone());
+            shutdown = median(shutdown_ms[i][k].clone());
+            println!(
+                "| {case} | bare {name} (turn completed → exit: {shutdown:.0} ms) | {wall:.0} | {:.2}× | – | – |",
+                wall / bare
+            );
+        }
         for (rung, v) in &runs[i] {
             let total = median(v.iter().map(|p| p.total).collect());
             let own = median(v.iter().map(Phases::own).collect());

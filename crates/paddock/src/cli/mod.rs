@@ -174,6 +174,8 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
                 }
             }
         }
+        // Not read and parsed again by the run.
+        run::keep_loaded_spec(&args.spec, spec);
     }
     // A Bedrock API key read without a reference (`bedrock` without a key).
     paddock::broker::secret::withdraw_env(paddock::runner::BEDROCK_API_KEY_VAR);

@@ -34,6 +34,29 @@ pub fn set_stdin_spec(text: String) {
     let _ = STDIN_SPEC.set(text);
 }
 
+/// The spec `withdraw_keys` (in `main`, before the runtime starts) loaded
+/// to take its credentials' variables out of the environment, kept with
+/// the argument it was loaded from so that the run does not read and parse
+/// it again (issue #14: the job's start-up path). Taken once.
+static LOADED_SPEC: std::sync::Mutex<Option<(PathBuf, JobSpec)>> = std::sync::Mutex::new(None);
+
+/// Keeps `loaded`, the spec `spec` named, for [`take_loaded_spec`].
+pub fn keep_loaded_spec(spec: &Path, loaded: JobSpec) {
+    if let Ok(mut kept) = LOADED_SPEC.lock() {
+        *kept = Some((spec.to_path_buf(), loaded));
+    }
+}
+
+/// The spec [`keep_loaded_spec`] kept for the argument `spec`, if any;
+/// else it is loaded ([`load_spec`]).
+fn take_loaded_spec(spec: &Path) -> Result<JobSpec, paddock_protocol::SpecError> {
+    let kept = LOADED_SPEC.lock().ok().and_then(|mut k| k.take());
+    match kept {
+        Some((named, loaded)) if named == spec => Ok(loaded),
+        _ => load_spec(spec),
+    }
+}
+
 /// The spec `spec` names: a file, or `-` for the one read from stdin
 /// (relative paths in it resolved against the current directory).
 pub fn load_spec(spec: &std::path::Path) -> Result<JobSpec, paddock_protocol::SpecError> {
@@ -148,7 +171,7 @@ async fn exec_beside(
         attempt_after,
     } = args;
     let config = user_config()?;
-    let spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    let spec = config.apply(take_loaded_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     // The sandbox's probe (a minimal sandbox started, which admission
     // waits for when the job asks for the sandbox or `auto`) runs beside
     // the store's opening and the reaper's pass instead of after them

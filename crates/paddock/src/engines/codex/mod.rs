@@ -13,7 +13,7 @@ use super::{
     Outcome, Pin, PreparedFile, SessionPlace, StreamParser, StreamSummary, WireApi,
 };
 
-mod native;
+pub mod native;
 pub mod rollout;
 pub mod rules;
 mod stream;
