@@ -15,7 +15,7 @@ use paddock_protocol::{GitHubCredential, JobRecord, JobSpec, JobStatus, PushCred
 
 use super::base_objects;
 use super::closeout::{self, CloseoutInput};
-use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
+use super::forge::{Forge, ForgeBackend, Posted, PullRequest, PullRequestDraft};
 use super::github::GitHub;
 use super::github_app;
 use super::github_app_record;
@@ -494,6 +494,19 @@ pub fn proposes(spec: &JobSpec) -> bool {
     spec.results.github.is_some() || spec.results.gitlab.is_some()
 }
 
+/// Whether a publish of a job that ended `status` with the result commit
+/// `commit` opens its forge: the outbox (a directory, no credential) for
+/// every job; GitHub and GitLab only for a `done` job's change, all that is
+/// sent there (its push, its pull request and the closeout on it). A job
+/// that did not end `done` (failed, held, timed out, cancelled), or
+/// changed nothing, has no pull request for its closeout: no token is
+/// minted for it and no request sent (before, a GitHub App's installation
+/// token or a GitLab project access token was minted and revoked to post
+/// nothing).
+fn opens_forge(spec: &JobSpec, status: JobStatus, commit: Option<&str>) -> bool {
+    !proposes(spec) || (commit.is_some() && status == JobStatus::Done)
+}
+
 /// The forge of a job for one publish (or one read of its review): the
 /// backend, the token its push uses, and the token minted for this session
 /// (a GitHub App's installation token, a GitLab project access token),
@@ -907,9 +920,10 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     // the forge made is recorded and revoked below, not left unknown
     // (GitHub lists no installation tokens: one whose answer was dropped
     // lives its hour). A publish cancelled before it began mints nothing.
-    let session = match cancel.is_cancelled() {
-        true => None,
-        false => {
+    let opened = opens_forge(spec, input.record.status, input.commit);
+    let session = match (opened, cancel.is_cancelled()) {
+        (false, _) | (_, true) => None,
+        (true, false) => {
             let opening = open_forge(spec, input.artifacts);
             tokio::pin!(opening);
             tokio::select! {
@@ -923,6 +937,11 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     };
     let mut ended_note = None;
     let proposed = async {
+        // Nothing for the forge: the closeout is the record's and the
+        // artifacts' alone.
+        if !opened {
+            return Ok((None, Posted::default(), render(input.record, &links)));
+        }
         let Some(session) = &session else {
             return Err(None);
         };
@@ -1000,10 +1019,14 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             .map_err(|e| Some(e.to_string()))?;
         Ok::<_, Option<String>>((pull_request, posted, closeout))
     };
-    // `Err(None)`: cancelled.
-    let proposed = match unless_cancelled(cancel, proposed).await {
-        Step::Done(proposed) => proposed,
-        Step::Cancelled => Err(None),
+    // `Err(None)`: cancelled. Nothing sent to the forge: nothing a
+    // cancel cuts short.
+    let proposed = match opened {
+        false => proposed.await,
+        true => match unless_cancelled(cancel, proposed).await {
+            Step::Done(proposed) => proposed,
+            Step::Cancelled => Err(None),
+        },
     };
     if let Some(Ok(session)) = session {
         let closing = session.close();
@@ -1032,8 +1055,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             out.warnings.extend(posted.warning);
             out.closeout = closeout;
         }
-        // A job that did not end `done` proposes nothing: a cancel or a
-        // failure cut short only the closeout's posting, which `paddock
+        // A job that did not end `done` proposes nothing and opens no
+        // forge but the outbox (`opens_forge`): a cancel or a failure cut
+        // short only the closeout's writing there, which `paddock
         // publish` does again. Its own status and reason stay: made
         // "failed at publishing", the next `paddock publish` would have
         // finished it as `done`.
