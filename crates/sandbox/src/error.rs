@@ -47,6 +47,8 @@ pub enum SetupError {
         target: PathBuf,
         source: Errno,
     },
+    #[error("plan the view: {0}")]
+    Replaced(#[from] crate::own_parts::Replaced),
     #[error("prepare mount point {path}: {source}")]
     MountPoint {
         path: PathBuf,

@@ -11,8 +11,11 @@
 //! cleared again, one call each. That replaces a `statfs` and a remount per
 //! bind (the kernel never lets flags locked on the host's mounts be
 //! cleared, and `mount_setattr` only adds them). /dev and /proc are mounted
-//! after that step. The host root is detached at the end (`pivot_root`
-//! then a lazy unmount).
+//! after that step; the caller's paths under /dev are bound once /dev is
+//! built and sealed one by one (its device nodes keep their flags), and
+//! those under /proc, or on a part the view makes itself, are refused at
+//! planning (`own_parts.rs`). The host root is detached at the end
+//! (`pivot_root` then a lazy unmount).
 //!
 //! Nothing a job could have written is resolved through a symbolic link
 //! (`beneath.rs`): the caller's read-only and writable paths must be free
@@ -36,6 +39,7 @@ use nix::unistd::{chdir, pivot_root};
 
 use crate::beneath;
 use crate::error::SetupError;
+use crate::own_parts;
 use crate::policy::{Policy, ETC_RO, SYSTEM_RO};
 use crate::trace;
 
@@ -165,9 +169,11 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
         size_mb: policy.tmp_mb,
     });
     v.rw.push(PathBuf::from("/tmp"));
+    let watched = policy.direct.is_some();
     for (paths, writable) in [(&policy.ro, false), (&policy.rw, true)] {
         for p in paths {
             let kind = caller_kind(p)?;
+            own_parts::place(p, watched)?;
             if writable { &mut v.rw } else { &mut v.ro }.push(p.clone());
             v.entries.push(Entry::Caller {
                 path: p.clone(),
@@ -588,15 +594,20 @@ pub fn enter(
     let new = Path::new(NEW);
     write_users(&mut dirs, uid, gid, home.unwrap_or("/"))?;
     trace::step("passwd, group");
-    let writable = place(view, &old, &mut dirs)?;
+    let binds = place(view, &old, &mut dirs, own_parts::Place::Root)?;
     trace::step("binds, copies");
     let dev = new.join("dev");
     let proc = new.join("proc");
     dirs.make(&dev)?;
     dirs.make(&proc)?;
-    seal(new, &writable)?;
+    seal(new, &binds)?;
     trace::step("read-only flags");
     dev_mounts(&dev)?;
+    // The caller's paths under /dev (`own_parts.rs`), which the /dev just
+    // mounted would have hidden, bound and sealed like the rest.
+    let binds = place(view, &old, &mut dirs, own_parts::Place::Dev)?;
+    seal_each(&binds)?;
+    set_flags(&dev, MOUNT_ATTR_RDONLY, 0, false, "read-only /dev")?;
     trace::step("/dev");
     let pid_max_held = proc_mounts(&proc, knobs)?;
     trace::step("/proc");
@@ -666,18 +677,34 @@ fn write_users(dirs: &mut Dirs, uid: u32, gid: u32, home: &str) -> Result<(), Se
     Ok(())
 }
 
-/// Places every entry of the view in the new root (`old`: the host's
-/// root): mount points that must exist before the tree turns read-only.
-/// Returns the writable mounts (their roots, opened) and their paths.
+/// A mount of the view whose flags are set once it is placed: its root,
+/// opened, its path under [`NEW`], and whether it stays writable.
+struct Placed {
+    root: OwnedFd,
+    path: PathBuf,
+    writable: bool,
+}
+
+/// Places the entries of the view that go at `at` (`own_parts::Place`:
+/// under /dev once /dev is built, the rest before) in the new root
+/// (`old`: the host's root): mount points that must exist before the
+/// tree turns read-only. Returns the caller's binds and the tmpfs mounts
+/// (their roots, opened), in order.
 fn place(
     view: &View,
     old: &OwnedFd,
     dirs: &mut Dirs,
-) -> Result<Vec<(OwnedFd, PathBuf)>, SetupError> {
-    let mut writable: Vec<(OwnedFd, PathBuf)> = Vec::new();
+    at: own_parts::Place,
+) -> Result<Vec<Placed>, SetupError> {
+    let mut placed: Vec<Placed> = Vec::new();
     // The empty file bound over hidden programs, made on first use.
     let mut hidden: Option<OwnedFd> = None;
-    for e in &view.entries {
+    let dev = at == own_parts::Place::Dev;
+    for e in view
+        .entries
+        .iter()
+        .filter(|e| own_parts::under_dev(e.path()) == dev)
+    {
         let dst = under(NEW, e.path());
         match e {
             Entry::Bind { path, kind } => {
@@ -703,8 +730,12 @@ fn place(
                     if let Some(rel) = beneath::relative(path) {
                         dirs.writable.push(rel.to_path_buf());
                     }
-                    writable.push((root, dst));
                 }
+                placed.push(Placed {
+                    root,
+                    path: dst,
+                    writable: *w,
+                });
             }
             Entry::Protect { path } => {
                 let Some(rel) = beneath::relative(path) else {
@@ -746,11 +777,15 @@ fn place(
                     MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
                 )?;
                 let root = beneath::open_dir(&dst).map_err(|e| point_err(&dst)(e.into()))?;
-                writable.push((root, dst));
+                placed.push(Placed {
+                    root,
+                    path: dst,
+                    writable: true,
+                });
             }
         }
     }
-    Ok(writable)
+    Ok(placed)
 }
 
 /// Binds the caller's `path` (opened beneath the host's root `old`, no
@@ -794,10 +829,8 @@ fn hide(dirs: &Dirs, path: &Path, empty: &OwnedFd, dst: &Path) -> Result<(), Set
     Ok(())
 }
 
-/// The whole tree read-only, nosuid, nodev; then the writable paths (in
-/// order: a protected path inside a writable one is its own mount and
-/// keeps its read-only flag).
-fn seal(new: &Path, writable: &[(OwnedFd, PathBuf)]) -> Result<(), SetupError> {
+/// The whole tree read-only, nosuid, nodev; then the writable paths.
+fn seal(new: &Path, binds: &[Placed]) -> Result<(), SetupError> {
     set_flags(
         new,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
@@ -805,10 +838,33 @@ fn seal(new: &Path, writable: &[(OwnedFd, PathBuf)]) -> Result<(), SetupError> {
         true,
         "read-only, nosuid, nodev",
     )?;
-    for (root, path) in writable {
+    unseal_writable(binds)
+}
+
+/// [`seal`] for binds placed under /dev, whose device nodes keep their
+/// flags: each bind (and every mount under it) read-only, nosuid, nodev;
+/// then the writable ones.
+fn seal_each(binds: &[Placed]) -> Result<(), SetupError> {
+    for b in binds {
         set_flags_at(
-            Some(root.as_fd()),
-            path,
+            Some(b.root.as_fd()),
+            &b.path,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            0,
+            true,
+            "read-only, nosuid, nodev",
+        )?;
+    }
+    unseal_writable(binds)
+}
+
+/// `rdonly` cleared on the writable binds, in order: a protected path
+/// inside a writable one is its own mount and keeps its read-only flag.
+fn unseal_writable(binds: &[Placed]) -> Result<(), SetupError> {
+    for b in binds.iter().filter(|b| b.writable) {
+        set_flags_at(
+            Some(b.root.as_fd()),
+            &b.path,
             0,
             MOUNT_ATTR_RDONLY,
             false,
@@ -837,7 +893,8 @@ fn switch(new: &Path) -> Result<(), SetupError> {
 
 /// A minimal /dev: a few device nodes bound from the host, the standard
 /// symlinks, a private /dev/shm and, when the kernel allows it, a private
-/// devpts instance. The /dev tmpfs itself ends read-only; the device binds,
+/// devpts instance. The /dev tmpfs itself ends read-only (once the
+/// caller's paths under it are bound, by [`enter`]); the device binds,
 /// /dev/shm and /dev/pts are their own mounts.
 fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
     tmpfs(
@@ -880,7 +937,7 @@ fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some(OsStr::new("newinstance,ptmxmode=0666,mode=620")),
     );
-    set_flags(dev, MOUNT_ATTR_RDONLY, 0, false, "read-only /dev")
+    Ok(())
 }
 
 /// A fresh /proc for the new PID namespace, with its system-wide knobs

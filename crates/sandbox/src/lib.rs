@@ -37,6 +37,7 @@ pub mod launch;
 pub mod lock;
 pub mod net;
 pub mod notices;
+pub mod own_parts;
 pub mod packet;
 pub mod pass_fd;
 pub mod pid_cap;

@@ -2,7 +2,9 @@
 //! through, the command's status is the exit code, the documented codes
 //! for timeout (124), set-up failure (125), not executable (126), not found
 //! (127) and the memory cap (123), the environment allowlist, the network
-//! forwarder to a broker socket, and fail-closed refusals.
+//! forwarder to a broker socket, fail-closed refusals, and the caller's
+//! paths on the parts of the view the sandbox makes itself (/dev/shm bound,
+//! /proc refused).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -896,4 +898,150 @@ fn a_stop_signal_ends_the_run_and_cleans_up() {
         ));
     }
     assert_eq!(got, [(Some(143), true, true), (Some(130), true, true)]);
+}
+
+/// Paths on the parts of the view the sandbox makes itself
+/// (`paddock_sandbox::own_parts`). Under /dev/shm (a RAM disk) they are
+/// bound once the view's /dev is built, where they were hidden by it:
+/// the command sees only them of the host's /dev/shm (not a host file
+/// beside them), writes through the writable one, not the read-only one,
+/// and what it writes elsewhere in its /dev/shm stays private. Under
+/// /proc, or on such a part itself, they are refused before anything
+/// runs, naming the part: a host path under /proc is the host's
+/// processes (bound writable, /proc/1 would be the host's init), and
+/// /dev/shm, /etc or /tmp themselves would replace the job's own with
+/// the host's.
+#[test]
+fn paths_on_the_views_own_parts_are_bound_after_them_or_refused() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let s = shm.path().canonicalize().unwrap();
+    let name = s.file_name().unwrap().to_str().unwrap().to_string();
+    for d in ["jobs/work", "jobs/ro"] {
+        std::fs::create_dir_all(s.join(d)).unwrap();
+    }
+    std::fs::write(s.join("host-secret"), "secret\n").unwrap();
+    std::fs::write(s.join("jobs/ro/seen"), "ro\n").unwrap();
+    let (work, ro) = (s.join("jobs/work"), s.join("jobs/ro"));
+    let script = format!(
+        "ls -A /dev/shm; ls -A {s}; ls -A {s}/jobs; cat {ro}/seen; \
+         echo w > {work}/written && echo wrote-work; \
+         (echo w > {ro}/written) 2>/dev/null || echo ro-refused; \
+         echo p > /dev/shm/private && echo wrote-private; \
+         awk '$2 == \"{work}\" {{ split($4, o, \",\"); print o[1], o[2], o[3] }}' /proc/self/mounts; \
+         pwd",
+        s = s.display(),
+        ro = ro.display(),
+        work = work.display(),
+    );
+    let out = sandbox(
+        &[
+            "--rw",
+            work.to_str().unwrap(),
+            "--ro",
+            ro.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[],
+    );
+    let mut host: Vec<String> = std::fs::read_dir(&s)
+        .unwrap()
+        .chain(std::fs::read_dir(s.join("jobs/work")).unwrap())
+        .map(|e| e.unwrap().path().display().to_string())
+        .collect();
+    // The command's /dev/shm/private is its own.
+    host.push(format!(
+        "/dev/shm/private: {}",
+        std::path::Path::new("/dev/shm/private").exists()
+    ));
+    host.sort();
+    assert_eq!(
+        (out.status.code(), text(&out.stdout), text(&out.stderr), host),
+        (
+            Some(0),
+            format!(
+                "{name}\njobs\nro\nwork\nro\nwrote-work\nro-refused\nwrote-private\nrw nosuid nodev\n{}\n",
+                work.display()
+            ),
+            String::new(),
+            vec![
+                s.join("host-secret").display().to_string(),
+                s.join("jobs").display().to_string(),
+                work.join("written").display().to_string(),
+                "/dev/shm/private: false".to_string(),
+            ]
+        )
+    );
+
+    let marker = s.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let mut refused = Vec::new();
+    for (flag, path) in [
+        ("--rw", "/proc/1"),
+        ("--ro", "/proc/sys/kernel"),
+        ("--rw", "/dev/shm"),
+        ("--ro", "/etc"),
+        ("--rw", "/tmp"),
+    ] {
+        let out = sandbox(
+            &[
+                "--rw",
+                s.to_str().unwrap(),
+                flag,
+                path,
+                "--",
+                "sh",
+                "-c",
+                &touch,
+            ],
+            &[],
+        );
+        refused.push((out.status.code(), text(&out.stderr)));
+    }
+    let refusal = |path: &str, part: &str, what: &str, advice: &str| {
+        let on = if path == part { "" } else { "under " };
+        (
+            Some(125),
+            format!(
+                "paddock sandbox: plan the view: {path} cannot be bound into the sandbox: it is \
+                 {on}{part}, which the sandbox makes its own ({what}); {advice}\n"
+            ),
+        )
+    };
+    let outside =
+        "give a path outside /proc (a job's own paths: move the jobs directory out of it)";
+    let procfs = "a procfs of the job's own processes; the host's is never bound";
+    assert_eq!(
+        (refused, marker.exists()),
+        (
+            vec![
+                refusal("/proc/1", "/proc", procfs, outside),
+                refusal("/proc/sys/kernel", "/proc", procfs, outside),
+                refusal(
+                    "/dev/shm",
+                    "/dev/shm",
+                    "the job's private shared memory",
+                    "give a directory under /dev/shm or elsewhere"
+                ),
+                refusal(
+                    "/etc",
+                    "/etc",
+                    "a short list of the host's entries everyone may read",
+                    "give a directory under /etc or elsewhere"
+                ),
+                refusal(
+                    "/tmp",
+                    "/tmp",
+                    "the job's private, size-capped tmpfs",
+                    "give a directory under /tmp or elsewhere"
+                ),
+            ],
+            false
+        )
+    );
 }

@@ -16,7 +16,8 @@
 //! host, or as a FIFO, does not have Paddock write through it or hang on
 //! it when it writes the engine's config after setup; an engine that
 //! leaves its rollout directory as a link to the host does not have
-//! Paddock read the host's rollouts into its denial events.
+//! Paddock read the host's rollouts into its denial events. A jobs
+//! directory on /dev/shm (a RAM disk) runs its jobs in the sandbox.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -89,6 +90,60 @@ async fn the_engine_sees_the_sandbox_not_the_host() {
         )
     );
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
+/// A jobs directory and data directory on /dev/shm (a RAM disk): the
+/// job's work, home and tmp are under the view's own /dev, which the
+/// sandbox builds itself (a private /dev/shm among it) and which hid them
+/// (the job failed at launch, `change directory to <workspace>: ENOENT`);
+/// they are bound once it is built, and nothing else of the host's
+/// /dev/shm is seen (not the data directory, not a file beside them).
+/// The stand-in engine runs its script and prints no turn: the job ends
+/// for that, its work kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_jobs_directory_is_on_dev_shm_runs_in_the_sandbox() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let s = shm.path().canonicalize().unwrap();
+    let (data, jobs) = (s.join("data"), s.join("jobs"));
+    std::fs::write(s.join("host-secret"), "secret\n").unwrap();
+    let spec = paddock_test_support::jobs::stand_in_job(
+        home.path(),
+        "sandbox",
+        &format!(
+            "echo hello > hello.txt; {{ ls -A {s}; ls -A /dev/shm; }} > \"$HOME/seen\"",
+            s = s.display()
+        ),
+        30,
+    );
+    let out = tokio::process::Command::new(paddock_test_support::home::paddock_bin())
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--jobs-dir")
+        .arg(&jobs)
+        .args(["run", "--json", "--keep", spec.to_str().unwrap()])
+        .env_remove("PADDOCK_DB")
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let rec = record(&out);
+    let root = jobs.join(&rec.id);
+    let seen = std::fs::read_to_string(root.join("home/seen")).unwrap_or_default();
+    paddock::workspace::overlay::unmount_work(&root).unwrap();
+    assert_eq!(
+        (rec.status, rec.reason, rec.changed_files, seen),
+        (
+            JobStatus::Failed,
+            Some("the engine exited without finishing its turn".to_string()),
+            vec!["hello.txt".to_string()],
+            format!("jobs\n{}\n", s.file_name().unwrap().to_str().unwrap())
+        )
+    );
 }
 
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
