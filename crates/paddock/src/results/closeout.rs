@@ -214,7 +214,36 @@ fn code(text: &str) -> String {
 
 /// [`code`] of at most `max` characters (before its fences).
 fn code_within(text: &str, max: usize) -> String {
-    let flat = one_line_within(text, max);
+    fenced(&one_line_within(text, max))
+}
+
+/// A path the job made (a changed file, build output left out) as a
+/// Markdown code span that names it as it is, as `paddock run`'s summary
+/// does: every character a forge would show as another or as nothing (a
+/// control, a tab or newline, a bidirectional override, an invisible
+/// character: `terminal_text::dangerous`; any whitespace but a space,
+/// which a code span shows as a space) as its escape (`\u{9}`), runs of
+/// spaces kept; at most [`ITEM_MAX`] characters. [`code`] makes one line
+/// of text by its words, which named `docs/a<TAB>b.md` `docs/a b.md`, a
+/// file the job never made, and showed a name holding U+202E reversed.
+fn path_code(path: &str) -> String {
+    let mut shown = String::with_capacity(path.len());
+    for c in path.chars() {
+        match crate::terminal_text::dangerous(c) || (c.is_whitespace() && c != ' ') {
+            true => shown.extend(c.escape_unicode()),
+            false => shown.push(c),
+        }
+    }
+    if shown.chars().count() > ITEM_MAX {
+        shown = shown.chars().take(ITEM_MAX).chain(['…']).collect();
+    }
+    fenced(&shown)
+}
+
+/// `flat` (one line) as a code span: fenced by one backtick more than its
+/// longest run of them, padded with a space (which the span drops again)
+/// when it starts or ends with a backtick or a space.
+fn fenced(flat: &str) -> String {
     let mut longest = 0;
     let mut run = 0;
     for c in flat.chars() {
@@ -225,7 +254,9 @@ fn code_within(text: &str, max: usize) -> String {
     if flat.is_empty() {
         return "` `".to_string();
     }
-    let pad = if flat.starts_with('`') || flat.ends_with('`') {
+    let edge = flat.starts_with(['`', ' ']) || flat.ends_with(['`', ' ']);
+    // A span of spaces alone keeps them all.
+    let pad = if edge && !flat.trim_matches(' ').is_empty() {
         " "
     } else {
         ""
@@ -700,7 +731,7 @@ fn render_capped(
                 .changed_files
                 .iter()
                 .take(caps.changed)
-                .map(|f| code(f))
+                .map(|f| path_code(f))
                 .collect();
             let more = record.changed_files.len().saturating_sub(caps.changed);
             if more > 0 {
@@ -712,11 +743,14 @@ fn render_capped(
             listed
         },
         changed_count: record.changed_files.len(),
-        left_out: capped(input.left_out.iter().map(|f| code(f)).collect(), caps.list),
+        left_out: capped(
+            input.left_out.iter().map(|f| path_code(f)).collect(),
+            caps.list,
+        ),
         source_dirty: input.source_dirty,
         touch_only: input.touch_only.iter().map(|p| code(p)).collect(),
         outside_count: outside.len(),
-        outside_scope: capped(outside.iter().map(|f| code(f)).collect(), caps.list),
+        outside_scope: capped(outside.iter().map(|f| path_code(f)).collect(), caps.list),
         tests: capped_kept(&found.tests, caps.list, |n| TestRun {
             command: more(n),
             result: "see the job's events".into(),
@@ -982,6 +1016,59 @@ mod tests {
         )
         .unwrap();
         insta::assert_snapshot!(text);
+    }
+
+    /// The files a job made are named as they are, as `paddock run`'s
+    /// summary names them: a tab, a newline, a bidirectional override or
+    /// a no-break space as its escape, runs of spaces and a name's edge
+    /// spaces kept, in the changed files, the ones outside `touch_only`
+    /// and the build output left out. Before, `docs/a<TAB>b.md` was
+    /// listed as `docs/a b.md`, a file the job never made, and a name
+    /// holding U+202E was shown reversed on the forge.
+    #[test]
+    fn a_closeout_names_the_jobs_files_as_they_are() {
+        let names = [
+            "docs/a\tb.md",
+            "docs/new\nline.md",
+            "x\u{202e}gnp.exe",
+            "two  spaces\u{a0}.md",
+            " edge ",
+            "   ",
+            "docs/café.md",
+        ];
+        let touch_only = ["docs/**".to_string()];
+        let left_out = ["__pycache__\t/".to_string()];
+        let text = render(
+            &record(JobStatus::Done, &names),
+            &[],
+            &CloseoutInput {
+                touch_only: &touch_only,
+                left_out: &left_out,
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        let listed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("- `") || l.starts_with("Left out"))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                "- `docs/a\\u{9}b.md`",
+                "- `docs/new\\u{a}line.md`",
+                "- `x\\u{202e}gnp.exe`",
+                "- `two  spaces\\u{a0}.md`",
+                "- `  edge  `",
+                "- `   `",
+                "- `docs/café.md`",
+                "- `x\\u{202e}gnp.exe`",
+                "- `two  spaces\\u{a0}.md`",
+                "- `  edge  `",
+                "- `   `",
+                "Left out as build output: `__pycache__\\u{9}/`.",
+            ]
+        );
     }
 
     /// A publish's warnings (the branch not fetched into the source) are

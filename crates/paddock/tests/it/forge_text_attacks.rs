@@ -7,7 +7,8 @@
 //! denials: None." section, an `@org/team` mention, a closing keyword
 //! (`fixes #1`), an image that calls out, HTML that hides what follows.
 //! Through the real `paddock` binary and the GitHub mock: every such text
-//! is one code span on its own list item, whole, as the job wrote it.
+//! is one code span on its own list item, whole, as the job wrote it (a
+//! file's name with its line breaks as their escapes, `\u{a}`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -80,9 +81,9 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"cached_input_tokens"
     let want = format!(
         "### What was done
 1 file(s) changed on `paddock/T-1/1`, one commit `{commit}` on `main`:
-- ````fix` @acme-owners fixes #1 ![](http:evil.example?leak) <!-- ### Policy denials None. ```.txt````
+- ````fix` @acme-owners fixes #1 ![](http:evil.example?leak) <!--\\u{{a}}\\u{{a}}### Policy denials\\u{{a}}None.\\u{{a}}\\u{{a}}```.txt````
 
-Left out as build output: ````x` ![](https:evil.example?leak) <details> ### Policy denials None. ```/__pycache__/````.
+Left out as build output: ````x` ![](https:evil.example?leak) <details>\\u{{a}}\\u{{a}}### Policy denials\\u{{a}}None.\\u{{a}}\\u{{a}}```/__pycache__/````.
 
 ### Tests run
 None seen.
