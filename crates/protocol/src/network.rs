@@ -41,6 +41,19 @@ pub const PRESETS: &[(&str, &[&str])] = &[(
     ],
 )];
 
+/// The one single-label name a destination may be (a loopback stand-in
+/// named as clients name it, opened by the host profile).
+const LOCALHOST: &str = "localhost";
+
+/// The presets' names, as an error lists them (`` `registries` ``).
+fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A host name (or IP literal) pattern: `name`, or `*.suffix` for every
 /// name strictly below `suffix`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -132,6 +145,16 @@ impl Destination {
         if wild && !name.contains('.') {
             return Err(format!(
                 "`{text}`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
+            ));
+        }
+        // One label is a misspelt preset (`registrys`, `pypi`) far more
+        // often than a host, which the broker could reach only through its
+        // own host's search domains.
+        if !wild && !name.contains('.') && name != LOCALHOST {
+            return Err(format!(
+                "`{text}`: `{name}` is neither a preset ({}) nor a full host name: write the \
+                 name with its domain (`{name}.example.com`)",
+                preset_names()
             ));
         }
         if let Some(section) = wild.then(|| public_suffix(&name)).flatten() {
@@ -282,6 +305,15 @@ fn split_port(t: &str) -> Result<(&str, Option<&str>), String> {
         };
     }
     match t.rsplit_once(':') {
+        Some((host, _))
+            if host.contains(':')
+                && !t.contains("::")
+                && t.parse::<std::net::Ipv6Addr>().is_err() =>
+        {
+            Err(format!(
+                "`{t}`: a destination is `host[:port]`, with one `:` before its port"
+            ))
+        }
         Some((host, _)) if host.contains(':') => Err(format!(
             "`{t}`: write an IPv6 address in brackets, `[addr]:port`"
         )),
@@ -749,6 +781,59 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(Destination::parse(text), want, "{text}");
         }
+    }
+
+    /// A misspelt preset (`registrys`, `pypi`), in a list or as
+    /// `setup.network`'s one name, is refused naming the presets, where it
+    /// was taken for a host of one label on port 443 and the job ran
+    /// without what it asked for; `localhost` (a stand-in the profile
+    /// opens) stays. A second `:` is named as such, not as an IPv6 address
+    /// without brackets.
+    #[test]
+    fn a_misspelt_preset_is_refused_naming_the_presets() {
+        let neither = |entry: &str, name: &str| {
+            Err::<(), _>(format!(
+                "`{entry}`: `{name}` is neither a preset (`registries`) nor a full host name: \
+                 write the name with its domain (`{name}.example.com`)"
+            ))
+        };
+        let setup = SetupSpec {
+            commands: vec!["npm ci".into()],
+            network: SetupNetwork::Preset("registry".into()),
+            ..SetupSpec::default()
+        };
+        assert_eq!(
+            (
+                [
+                    "registrys",
+                    "PyPI.",
+                    "nne:8443",
+                    "localhost:8443",
+                    "example.com:443:443"
+                ]
+                .map(|e| Destination::parse(e).map(|_| ())),
+                parse_list(&["registries".into(), "Registry".into()]).map(|_| ()),
+                setup.check(),
+            ),
+            (
+                [
+                    neither("registrys", "registrys"),
+                    neither("PyPI.", "pypi"),
+                    neither("nne:8443", "nne"),
+                    Ok(()),
+                    Err(
+                        "`example.com:443:443`: a destination is `host[:port]`, with one `:` \
+                         before its port"
+                            .into()
+                    ),
+                ],
+                Err((1, neither("Registry", "registry").unwrap_err())),
+                Err((
+                    "setup.network".into(),
+                    neither("registry", "registry").unwrap_err()
+                )),
+            )
+        );
     }
 
     /// A wildcard over a public suffix (a registry's, `co.uk`, or a name
