@@ -78,6 +78,11 @@ impl Destination {
     /// `[::1][:port]`; the reason when it is none of them.
     pub fn parse(text: &str) -> Result<Destination, String> {
         let t = text.trim();
+        if t.is_empty() {
+            return Err(format!(
+                "`{text}`: an empty entry is no destination: remove it (an empty list allows nothing)"
+            ));
+        }
         if let Some((scheme, rest)) = t.split_once("://") {
             let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
             let suggested = match (
@@ -674,7 +679,15 @@ mod tests {
             ),
             (
                 "",
-                Err("``: a host name must be 1 to 253 characters".into()),
+                Err("``: an empty entry is no destination: remove it (an empty list allows nothing)".into()),
+            ),
+            (
+                "  ",
+                Err("`  `: an empty entry is no destination: remove it (an empty list allows nothing)".into()),
+            ),
+            (
+                ":443",
+                Err("`:443`: a host name must be 1 to 253 characters".into()),
             ),
         ];
         for (text, want) in cases {
