@@ -489,6 +489,25 @@ async fn outbox_base(spec: &JobSpec, jobs_root: &Path) -> String {
         .unwrap_or(base)
 }
 
+/// Whether the job `record` failed only at publishing its result (it
+/// ended `done`, and its publish failed: `paddock publish` finishes it).
+pub fn failed_at_publishing(record: &JobRecord) -> bool {
+    record.status == JobStatus::Failed
+        && record
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(PUBLISH_FAILED))
+}
+
+/// Whether the job `record` proposed its change (or began to): it made
+/// one and ended `done`, or failed only at publishing it; a job that
+/// failed, was held, timed out or was cancelled on its own proposes
+/// nothing ([`opens_forge`]).
+pub fn proposed(record: &JobRecord) -> bool {
+    !record.changed_files.is_empty()
+        && (record.status == JobStatus::Done || failed_at_publishing(record))
+}
+
 /// Whether a job of `spec` opens a pull request (a forge is configured).
 pub fn proposes(spec: &JobSpec) -> bool {
     spec.results.github.is_some() || spec.results.gitlab.is_some()

@@ -10,8 +10,10 @@
 //! request and the next attempt (`paddock run SPEC --attempt-after JOB`).
 //!
 //! The forge is asked only when the store holds an earlier job on the
-//! branch that made a change (a first run, or a rerun of one that made
-//! none, asks nothing more than before); a branch pushed by
+//! branch that proposed a change: ended `done` with one, or failed only at
+//! publishing it (a first run, or a rerun of one that made none or
+//! proposed none, failing, held, timed out or cancelled on its own, asks
+//! nothing more than before); a branch pushed by
 //! a Paddock with another store is found at publishing, as before. A
 //! forge that cannot be asked is a warning: the job runs, and its publish
 //! meets the forge as any publish does.
@@ -72,11 +74,19 @@ pub async fn check(
             ))
         }
     };
-    // Only a job that made a change pushed a branch and proposed it.
-    let Some(last) = earlier
+    // Only a job that made a change and ended `done` (or failed only at
+    // publishing it) pushed a branch and proposed it: one that failed,
+    // was held, timed out or was cancelled on its own proposed nothing,
+    // and no token is minted to ask for what none opened. The newest job
+    // with a change names the next attempt.
+    let changed: Vec<_> = earlier
         .into_iter()
-        .find(|j| j.id != job_id && !j.changed_files.is_empty())
-    else {
+        .filter(|j| j.id != job_id && !j.changed_files.is_empty())
+        .collect();
+    let (Some(last), true) = (
+        changed.first(),
+        changed.iter().any(super::conclude::proposed),
+    ) else {
         return Check::Go;
     };
     let unknown = |why: String| {

@@ -41,7 +41,7 @@ use std::path::Path;
 
 use paddock_protocol::{EventBody, JobRecord, JobSpec, JobStatus, Phase};
 
-use super::conclude::{publish, PublishInput, Published, BUNDLE, PUBLISH_FAILED};
+use super::conclude::{publish, PublishInput, Published, BUNDLE};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{Store, StoreError};
@@ -236,11 +236,7 @@ pub async fn republish(
         });
     }
     // A job that failed only at publishing is published as what it was.
-    let publishing_failed = record.status == JobStatus::Failed
-        && record
-            .reason
-            .as_deref()
-            .is_some_and(|r| r.starts_with(PUBLISH_FAILED));
+    let publishing_failed = super::conclude::failed_at_publishing(&record);
     // A change whose bundle is gone (removed by hand) or unreadable: its
     // branch cannot be published, and publishing without it would record
     // a job that failed at publishing as done with nothing pushed.

@@ -3577,6 +3577,35 @@ async fn a_job_with_nothing_to_propose_mints_no_gitlab_token() {
     );
 }
 
+/// A rerun of an attempt whose earlier job proposed nothing (it failed on
+/// its own, with a change: never pushed, no pull request) asks the forge
+/// nothing before it starts: no token minted, not one request. Before,
+/// the earlier job's change alone had the runner mint a GitLab token to
+/// ask whether a pull request no job of the store opened had ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rerun_after_a_job_that_proposed_nothing_asks_the_forge_nothing() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, "printf 'half\\n' > fix.txt\nexit 3");
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let again = run_with_gitlab_token(&home, &spec, &[]).await;
+    assert_eq!(
+        (
+            (first.status, first.changed_files.len()),
+            (again.status, again.attempt),
+            mock.requests(),
+            mock.minted().len()
+        ),
+        (
+            (paddock_protocol::JobStatus::Failed, 1),
+            (paddock_protocol::JobStatus::Failed, 1),
+            vec![],
+            0
+        )
+    );
+}
+
 /// A publish that fails after the token was minted (the push is refused:
 /// no such remote) still revokes it; the job is `failed` with git's
 /// message and no token record is left.
