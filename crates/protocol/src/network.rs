@@ -102,6 +102,7 @@ impl Destination {
             ));
         }
         let (host, port) = split_port(t)?;
+        let port_given = port.is_some();
         let port = match port {
             None => DEFAULT_PORT,
             Some(p) => match p.parse::<u16>() {
@@ -152,13 +153,16 @@ impl Destination {
                 "`{text}`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
             ));
         }
-        // One label is a misspelt preset (`registrys`, `pypi`) far more
-        // often than a host, which the broker could reach only through its
-        // own host's search domains.
-        if !wild && !name.contains('.') && name != LOCALHOST {
+        // One label without a port is a misspelt preset (`registrys`,
+        // `pypi`) far more often than a host; a host of one label (an
+        // internal registry the broker's host reaches through its search
+        // domains, `nexus:8081`) is written with its port, which no
+        // preset takes.
+        if !wild && !name.contains('.') && !port_given && name != LOCALHOST {
             return Err(format!(
                 "`{text}`: `{name}` is neither a preset ({}) nor a full host name: write the \
-                 name with its domain (`{name}.example.com`)",
+                 name with its domain (`{name}.example.com`), or a host of one label with its \
+                 port (`{name}:{DEFAULT_PORT}`)",
                 preset_names()
             ));
         }
@@ -800,14 +804,17 @@ mod tests {
     /// `setup.network`'s one name, is refused naming the presets, where it
     /// was taken for a host of one label on port 443 and the job ran
     /// without what it asked for; `localhost` (a stand-in the profile
-    /// opens) stays. A second `:` is named as such, not as an IPv6 address
-    /// without brackets.
+    /// opens) stays, and so does a host of one label written with its
+    /// port (`nne:8443`: an internal host the broker's search domains
+    /// reach; no preset takes a port). A second `:` is named as such, not
+    /// as an IPv6 address without brackets.
     #[test]
     fn a_misspelt_preset_is_refused_naming_the_presets() {
         let neither = |entry: &str, name: &str| {
             Err::<(), _>(format!(
                 "`{entry}`: `{name}` is neither a preset (`registries`) nor a full host name: \
-                 write the name with its domain (`{name}.example.com`)"
+                 write the name with its domain (`{name}.example.com`), or a host of one label \
+                 with its port (`{name}:443`)"
             ))
         };
         let setup = SetupSpec {
@@ -832,7 +839,7 @@ mod tests {
                 [
                     neither("registrys", "registrys"),
                     neither("PyPI.", "pypi"),
-                    neither("nne:8443", "nne"),
+                    Ok(()),
                     Ok(()),
                     Err(
                         "`example.com:443:443`: a destination is `host[:port]`, with one `:` \
