@@ -5,6 +5,7 @@
 //! and reported as a `policy` event). A model outside `allowed_models` is
 //! always refused.
 
+use paddock_protocol::network::SetupNetwork;
 use paddock_protocol::{EngineKind, HostProfile, JobSpec};
 
 use crate::broker::ModelAllowlist;
@@ -71,24 +72,18 @@ pub fn admit(
     }
     if let Some(limits) = &profile.network {
         let setup = spec.setup.network.entries();
-        let lists = [
-            (
-                "network.allow",
-                "network.allow",
-                &spec.network.allow,
-                &limits.allow,
-            ),
-            (
-                "network.setup_allow",
-                "setup.network",
-                &setup,
-                &limits.setup_allow,
-            ),
-        ];
-        for (rule, field, asked, max) in lists {
-            if let Some(reason) = network_outside(asked, max, field) {
-                return Err(refuse(rule, reason));
-            }
+        // `setup.network = "registries"` is one name, not a list: its
+        // field has no index.
+        let setup_field: fn(usize) -> String = match &spec.setup.network {
+            SetupNetwork::Preset(_) => |_: usize| "setup.network".to_string(),
+            SetupNetwork::List(_) => |i: usize| format!("setup.network[{i}]"),
+        };
+        let allow_field = |i: usize| format!("network.allow[{i}]");
+        if let Some(reason) = network_outside(&spec.network.allow, &limits.allow, &allow_field) {
+            return Err(refuse("network.allow", reason));
+        }
+        if let Some(reason) = network_outside(&setup, &limits.setup_allow, &setup_field) {
+            return Err(refuse("network.setup_allow", reason));
         }
         if spec.network.web_search && !limits.web_search {
             return Err(refuse(
@@ -146,9 +141,14 @@ pub fn admit(
     })
 }
 
-/// Why the job's destination list (`field` of the spec) is wider than the
-/// profile's maximum `max`; `None` when it stays within.
-fn network_outside(asked: &[String], max: &[String], field: &str) -> Option<String> {
+/// Why the job's destination list (its entry `i` the spec's field
+/// `field(i)`) is wider than the profile's maximum `max`; `None` when it
+/// stays within.
+fn network_outside(
+    asked: &[String],
+    max: &[String],
+    field: &dyn Fn(usize) -> String,
+) -> Option<String> {
     let Ok(widest) = paddock_protocol::network::parse_list(max) else {
         // Validated when the profile was read.
         return Some("cannot be read".into());
@@ -161,9 +161,10 @@ fn network_outside(asked: &[String], max: &[String], field: &str) -> Option<Stri
     match paddock_protocol::network::first_outside(asked, &widest) {
         Ok(None) => None,
         Ok(Some((i, entry))) => Some(format!(
-            "does not allow `{entry}` (job spec field `{field}[{i}]`); this host allows at most: {allowed}"
+            "does not allow `{entry}` (job spec field `{}`); this host allows at most: {allowed}",
+            field(i)
         )),
-        Err((i, why)) => Some(format!("job spec field `{field}[{i}]`: {why}")),
+        Err((i, why)) => Some(format!("job spec field `{}`: {why}", field(i))),
     }
 }
 
@@ -397,7 +398,18 @@ mod tests {
             Err(Refusal {
                 profile: "net".into(),
                 rule: "network.setup_allow".into(),
-                reason: "does not allow `registries` (job spec field `setup.network[0]`); this host allows at most: nothing".into(),
+                reason: "does not allow `registries` (job spec field `setup.network`); this host allows at most: nothing".into(),
+            })
+        );
+        let listed = spec(
+            "[setup]\ncommands = [\"pip download x\"]\nnetwork = [\"pypi.org\", \"registries\"]\n",
+        );
+        assert_eq!(
+            admit(&nothing, &listed, Vec::new()),
+            Err(Refusal {
+                profile: "net".into(),
+                rule: "network.setup_allow".into(),
+                reason: "does not allow `pypi.org` (job spec field `setup.network[0]`); this host allows at most: nothing".into(),
             })
         );
         // Without a `[network]` section the profile sets no maximum.
