@@ -6,7 +6,9 @@
 //! request's notes; read with a token minted for the read and revoked
 //! after it, `conclude.rs`'s `open_forge`, under the prior job's lease as
 //! a publish is, so that a read killed mid-way leaves its token's record
-//! to the next reaper pass) or its outbox's
+//! to the next reaper pass; only when a job of the store on its branch
+//! proposed its change, `ended_pull::branch_proposed`: else there is no
+//! pull request to read and the forge is not asked) or its outbox's
 //! `review.md` as the bounce comment. The existing prompt appendix and
 //! context render them (docs/context.md). Whether that pull request was
 //! merged (the next attempt starts on the base) or closed without a merge
@@ -194,26 +196,41 @@ pub async fn attempts_after(
     // reviews would reach the next brief as the job's (its publish, too,
     // proposes nothing without its base). The outbox has one request, and
     // no base to tell.
-    let base = match super::conclude::proposes(&spec) {
-        true => super::conclude::job_pull_request_base(&spec, jobs_root, &artifacts)
+    // A branch no job of the store proposed (the prior job, and any other
+    // on its branch, failed, was held, timed out or was cancelled on its
+    // own, or changed nothing) has no pull request to read: no token is
+    // minted for the read, and the forge is not asked.
+    let read = !super::conclude::proposes(&spec)
+        || super::ended_pull::branch_proposed(store, &record.branch)
             .await
-            .map_err(|why| BounceError::Review {
-                job_id: job_id.to_string(),
-                message: format!("which pull request is the job's cannot be told: {why}"),
-            })?,
-        false => super::conclude::base_branch(&spec),
+            .map_err(store_err)?;
+    let (found, comments) = match read {
+        true => {
+            let base = match super::conclude::proposes(&spec) {
+                true => super::conclude::job_pull_request_base(&spec, jobs_root, &artifacts)
+                    .await
+                    .map_err(|why| BounceError::Review {
+                        job_id: job_id.to_string(),
+                        message: format!("which pull request is the job's cannot be told: {why}"),
+                    })?,
+                false => super::conclude::base_branch(&spec),
+            };
+            let session =
+                open_forge(&spec, &artifacts)
+                    .await
+                    .map_err(|message| BounceError::Review {
+                        job_id: job_id.to_string(),
+                        message,
+                    })?;
+            let found = session.forge.find_pull_request(&record.branch, &base).await;
+            let comments = session.forge.review_comments(&record.branch, &base).await;
+            // A minted token is revoked whatever the read gave; a failed
+            // revocation only leaves it to expire within the hour.
+            let _ = session.close().await;
+            (found, comments)
+        }
+        false => (Ok(None), Ok(Reviews::default())),
     };
-    let session = open_forge(&spec, &artifacts)
-        .await
-        .map_err(|message| BounceError::Review {
-            job_id: job_id.to_string(),
-            message,
-        })?;
-    let found = session.forge.find_pull_request(&record.branch, &base).await;
-    let comments = session.forge.review_comments(&record.branch, &base).await;
-    // A minted token is revoked whatever the read gave; a failed
-    // revocation only leaves it to expire within the hour.
-    let _ = session.close().await;
     // Released only once no token of the read is left (a failed revocation
     // leaves it, with the token's record, to the reaper).
     if !super::tokens_left(&artifacts) {

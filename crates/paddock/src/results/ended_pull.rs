@@ -30,6 +30,26 @@ use crate::store::{JobQuery, Store};
 /// next attempt).
 const EARLIER: u32 = 20;
 
+/// Whether a job of the store on `branch` (the newest [`EARLIER`])
+/// proposed its change ([`super::conclude::proposed`]): only then may the
+/// branch have a pull request of this store's to read.
+pub async fn branch_proposed(
+    store: &dyn Store,
+    branch: &str,
+) -> Result<bool, crate::store::StoreError> {
+    let jobs = store
+        .list_jobs(&JobQuery {
+            status: None,
+            engine: None,
+            isolation: None,
+            after: None,
+            limit: EARLIER,
+            branch: Some(branch.to_string()),
+        })
+        .await?;
+    Ok(jobs.iter().any(super::conclude::proposed))
+}
+
 /// What the check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {

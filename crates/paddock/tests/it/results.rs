@@ -3606,6 +3606,52 @@ async fn a_rerun_after_a_job_that_proposed_nothing_asks_the_forge_nothing() {
     );
 }
 
+/// The next attempt after a job that proposed nothing (it failed on its
+/// own, with a change: no branch pushed, no pull request) reads no review
+/// from the forge: no token is minted and not one request sent, its brief
+/// still holding the failed attempt. Before, the read minted a GitLab
+/// token and asked for a merge request and its notes no job had opened.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_after_a_job_that_proposed_nothing_asks_the_forge_nothing() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let push_url = format!("{}/widgets.git", server.url);
+    let spec = stand_in_job(&home, &repo, "printf 'half\\n' > fix.txt\nexit 3");
+    with_gitlab(&spec, &mock.url, &push_url);
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let spec = stand_in_job(&home, &repo, &finishing("true"));
+    with_gitlab(&spec, &mock.url, &push_url);
+    let next = run_with_gitlab_token(&home, &spec, &["--attempt-after", &first.id]).await;
+    let events = home.paddock(&["events", "--json", &next.id], &[]).await;
+    let stored = home
+        .store()
+        .await
+        .job_spec(&next.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    let prior = &stored["ticket"]["prior_attempts"][0];
+    assert_eq!(
+        (
+            (first.status, first.changed_files.len()),
+            (next.status, next.attempt),
+            (prior["attempt"].clone(), prior["outcome"].clone()),
+            mock.requests(),
+            mock.minted().len()
+        ),
+        (
+            (paddock_protocol::JobStatus::Failed, 1),
+            (paddock_protocol::JobStatus::Done, 2),
+            (serde_json::json!(1), serde_json::json!("failed")),
+            vec![],
+            0
+        ),
+        "{}",
+        String::from_utf8_lossy(&events.stdout)
+    );
+}
+
 /// A publish that fails after the token was minted (the push is refused:
 /// no such remote) still revokes it; the job is `failed` with git's
 /// message and no token record is left.
