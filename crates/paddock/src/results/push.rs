@@ -47,6 +47,16 @@ pub enum PushError {
     },
     #[error("push to {url}: {source}")]
     Git { url: String, source: WorkspaceError },
+    /// The push itself failed (the remote or its hook refused it, its
+    /// credentials, the network): git's words, with the command that said
+    /// them. The scratch repository it ran in, removed by then, is not
+    /// named (it was, as a "workspace" the user then looked for).
+    #[error("push to {url}: `git push {url} {head}` failed: {stderr}")]
+    Failed {
+        url: String,
+        head: String,
+        stderr: String,
+    },
     #[error(
         "push to {url}: the remote's branch {branch} holds commits this job's branch does not \
          continue (an earlier run of the same ticket and attempt, or someone else's push), and \
@@ -370,7 +380,11 @@ pub async fn push_branch(
                 git: line,
             });
         }
-        return Err(git_err(git.failed(["push", url, &head], &out.stderr)));
+        return Err(PushError::Failed {
+            url: url.to_string(),
+            head,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(())
 }

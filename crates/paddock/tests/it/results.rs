@@ -6659,11 +6659,24 @@ async fn a_push_a_hook_declines_fails_with_the_hooks_reason() {
     let declined = run_with_token(&home, &spec).await;
     let artifacts = home.data().join("artifacts").join(&declined.id);
     let reason = declined.reason.clone().unwrap_or_default();
+    // Git's words whole, with the command that said them; not the scratch
+    // repository the push ran in, gone by then (it was named as a
+    // "workspace", which the user then looked for).
+    let url = format!("file://{}", bare.display());
     let kept = (
         declined.status,
-        reason.contains("remote: branch names must start with feature/")
-            && reason.contains("[remote rejected]")
-            && reason.contains("pre-receive hook declined"),
+        reason.lines().map(str::trim_end).collect::<Vec<_>>()
+            == [
+                format!(
+                    "publishing the result failed: push to {url}: `git push {url} \
+                     refs/heads/paddock/T-1/1` failed: remote: branch names must start with \
+                     feature/"
+                ),
+                format!("To {url}"),
+                " ! [remote rejected] paddock/T-1/1 -> paddock/T-1/1 (pre-receive hook declined)"
+                    .to_string(),
+                format!("error: failed to push some refs to '{url}'"),
+            ],
         artifacts.join("patch.diff").exists() && artifacts.join("branch.bundle").exists(),
         mock.requests().len(),
     );
