@@ -207,26 +207,64 @@ async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, Se
     let SetupStop::Failed(LaunchFailure::Step(reason)) = failure else {
         return Ok(failure);
     };
+    let records = em.store.egress(&em.job_id).await?;
+    Ok(SetupStop::Failed(LaunchFailure::Step(
+        match refusals_said(&records) {
+            Some(said) => format!("{reason}. {said}"),
+            None => reason,
+        },
+    )))
+}
+
+/// The rules of a destination on the phase's list that the proxy could not
+/// reach (its `502`s): no spec field asks for it.
+const UNREACHED: &[&str] = &["resolve", "connect", "upstream_tls", "upstream_timeout"];
+
+/// What a failed setup's reason adds about its egress records: the
+/// destinations the proxy refused during setup and where to ask for them,
+/// then those on the setup phase's list it could not reach (which asking
+/// would not help); `None` when there are neither.
+fn refusals_said(records: &[paddock_protocol::EgressRecord]) -> Option<String> {
     let mut refused: Vec<String> = Vec::new();
-    for r in em.store.egress(&em.job_id).await? {
+    let mut unreached: Vec<String> = Vec::new();
+    for r in records {
+        if r.allowed || r.phase != paddock_protocol::EgressPhase::Setup || r.port == 0 {
+            continue;
+        }
         let named = refusal_named(&r.host, r.port, r.rule.as_deref());
-        let refusal = !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0;
-        if refusal && !refused.contains(&named) {
-            refused.push(named);
+        let list = match r.rule.as_deref() {
+            Some(rule) if UNREACHED.contains(&rule) => &mut unreached,
+            _ => &mut refused,
+        };
+        if !list.contains(&named) {
+            list.push(named);
         }
     }
-    if refused.is_empty() {
-        return Ok(SetupStop::Failed(LaunchFailure::Step(reason)));
+    let mut said = Vec::new();
+    if !refused.is_empty() {
+        said.push(format!(
+            "The egress proxy refused during setup: {}; a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)",
+            named_list(refused)
+        ));
     }
-    let more = refused.len().saturating_sub(REFUSALS_NAMED);
-    refused.truncate(REFUSALS_NAMED);
-    let mut list = refused.join(", ");
+    if !unreached.is_empty() {
+        said.push(format!(
+            "On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): {}",
+            named_list(unreached)
+        ));
+    }
+    (!said.is_empty()).then(|| said.join(". "))
+}
+
+/// At most [`REFUSALS_NAMED`] of `named`, and how many more.
+fn named_list(mut named: Vec<String>) -> String {
+    let more = named.len().saturating_sub(REFUSALS_NAMED);
+    named.truncate(REFUSALS_NAMED);
+    let mut list = named.join(", ");
     if more > 0 {
         list.push_str(&format!(" and {more} more"));
     }
-    Ok(SetupStop::Failed(LaunchFailure::Step(format!(
-        "{reason}. The egress proxy refused during setup: {list}; a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)"
-    ))))
+    list
 }
 
 /// A refused destination as a failed setup's reason names it: `host:port`
@@ -377,6 +415,53 @@ mod tests {
         assert_eq!(
             reason("the `timeout_min` of host profile `box`"),
             "setup command 1 of 1 (`x`) was still running when the setup's 60 s (the `timeout_min` of host profile `box`) ran out; it was killed and the engine was not started"
+        );
+    }
+
+    /// Destinations on the setup list that did not resolve or take a
+    /// connection are named apart from the refused ones, without the
+    /// advice to ask for them in `setup.network` (which lists them
+    /// already), where they were named among the refused with it.
+    #[test]
+    fn unreached_destinations_are_not_sent_to_ask_for_them() {
+        let setup = |host: &str, port: u16, rule: &str| paddock_protocol::EgressRecord {
+            port,
+            phase: paddock_protocol::EgressPhase::Setup,
+            rule: Some(rule.to_owned()),
+            ..crate::store::fixtures::egress_attempt(host)
+        };
+        let agent = paddock_protocol::EgressRecord {
+            rule: Some("allowlist".to_owned()),
+            ..crate::store::fixtures::egress_attempt("later.example")
+        };
+        let allowed = paddock_protocol::EgressRecord {
+            allowed: true,
+            rule: None,
+            ..setup("fine.example", 443, "")
+        };
+        let refused = setup("evil.example", 443, "allowlist");
+        let unreached = [
+            setup("localhost", 18799, "connect"),
+            setup("nosuchhost.invalid", 443, "resolve"),
+            setup("localhost", 18799, "connect"),
+        ];
+        let both: Vec<_> = [refused.clone(), agent.clone(), allowed.clone()]
+            .into_iter()
+            .chain(unreached.clone())
+            .collect();
+        assert_eq!(
+            [
+                refusals_said(&both),
+                refusals_said(&unreached),
+                refusals_said(&[refused]),
+                refusals_said(&[agent, allowed]),
+            ],
+            [
+                Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md). On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): `localhost:18799` (connect), `nosuchhost.invalid:443` (resolve)".to_owned()),
+                Some("On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): `localhost:18799` (connect), `nosuchhost.invalid:443` (resolve)".to_owned()),
+                Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)".to_owned()),
+                None,
+            ]
         );
     }
 
