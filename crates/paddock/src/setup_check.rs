@@ -86,10 +86,14 @@ fn engine(pin: &Pin, host_path: Option<&std::ffi::OsStr>) -> Check {
     }
 }
 
+/// The git Paddock's host gits are (`host_git::git_program_in`: the
+/// search path's absolute directories only, never a `git` a relative
+/// entry names in the current directory, which was run here for its
+/// version).
 fn git(host_path: Option<&std::ffi::OsStr>) -> Check {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    match which::which_in("git", host_path, cwd) {
-        Ok(g) => match version(&g) {
+    let found = crate::workspace::host_git::git_program_in(host_path);
+    match found.is_absolute().then_some(found) {
+        Some(g) => match version(&g) {
             Ok(v) => passed("git", v),
             Err(e) => failed(
                 "git",
@@ -97,7 +101,7 @@ fn git(host_path: Option<&std::ffi::OsStr>) -> Check {
                 "reinstall git (Debian: apt-get install git)".into(),
             ),
         },
-        Err(_) => failed(
+        None => failed(
             "git",
             "`git` is not on PATH".into(),
             "install git (Debian: apt-get install git)".into(),

@@ -15,7 +15,7 @@
 //! process group of its own). See
 //! ARCHITECTURE.md, "Paddock's git and the job's git".
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Output, Stdio};
 use std::time::Duration;
@@ -420,7 +420,7 @@ pub(crate) fn git_program() -> PathBuf {
 }
 
 /// [`git_program`] for the search path `path`.
-fn git_program_in(path: Option<&OsStr>) -> PathBuf {
+pub(crate) fn git_program_in(path: Option<&OsStr>) -> PathBuf {
     let absolute = path.and_then(|p| {
         std::env::join_paths(std::env::split_paths(p).filter(|d| d.is_absolute())).ok()
     });
@@ -829,17 +829,30 @@ async fn read_all(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::R
 /// per workspace, on the async runtime's thread).
 pub(super) async fn user_excludes_file() -> Option<PathBuf> {
     static EXCLUDES: OnceCell<Option<PathBuf>> = OnceCell::const_new();
-    EXCLUDES.get_or_init(look_up_user_excludes).await.clone()
+    EXCLUDES
+        .get_or_init(|| {
+            #[cfg(test)]
+            LOOKUPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            look_up_user_excludes(std::env::var_os("PATH"))
+        })
+        .await
+        .clone()
 }
 
 /// How many times the user's configuration was read (once per process).
 #[cfg(test)]
 static LOOKUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-async fn look_up_user_excludes() -> Option<PathBuf> {
-    #[cfg(test)]
-    LOOKUPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let mut cmd = Command::new("git");
+/// The lookup of [`user_excludes_file`] with the search path `path`: the
+/// git it starts is [`git_program_in`]'s, never one a relative entry of
+/// the search path names (which the bare name `git` was looked up in,
+/// relative to Paddock's own directory: a repository's `git` file run on
+/// the host when `paddock run` starts in it with `.` on the `PATH`).
+async fn look_up_user_excludes(path: Option<OsString>) -> Option<PathBuf> {
+    let mut cmd = Command::new(git_program_in(path.as_deref()));
+    if let Some(path) = &path {
+        cmd.env("PATH", path);
+    }
     cmd.args(["config", "--global", "--path", "--get", "core.excludesFile"])
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null());
@@ -1126,6 +1139,47 @@ mod tests {
                 PathBuf::from("git"),
                 PathBuf::from("git"),
             )
+        );
+    }
+
+    /// The user's excludes are read by the git of the search path's
+    /// absolute directories, never by a `git` a relative entry names
+    /// (relative to Paddock's own directory, which may be a repository
+    /// holding such a file): with `PATH` starting with a relative entry to
+    /// a directory whose `git` leaves a mark, the mark is never made.
+    #[tokio::test]
+    async fn the_users_excludes_are_never_read_by_a_git_a_relative_path_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let mark = dir.path().join("ran");
+        let evil = dir.path().join("evil-excludes");
+        std::fs::write(&evil, "*\n").unwrap();
+        paddock_test_support::script::write_script(
+            &bin.join("git"),
+            &format!(
+                "#!/bin/sh\ntouch '{}'\necho '{}'\n",
+                mark.display(),
+                evil.display()
+            ),
+        );
+        // The same directory, named relative to this process's own.
+        let cwd = std::env::current_dir().unwrap();
+        let up: PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+        let relative = up.join(bin.strip_prefix("/").unwrap());
+        let real = std::env::var_os("PATH").unwrap_or_default();
+        let path = std::env::join_paths(
+            std::iter::once(relative.clone()).chain(std::env::split_paths(&real)),
+        )
+        .unwrap();
+        let found = look_up_user_excludes(Some(path)).await;
+        assert_eq!(
+            (
+                relative.is_relative() && cwd.join(&relative).join("git").exists(),
+                mark.exists(),
+                found == Some(evil)
+            ),
+            (true, false, false)
         );
     }
 
