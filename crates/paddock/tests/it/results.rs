@@ -982,6 +982,42 @@ async fn a_spec_run_by_a_relative_name_is_published_again_from_anywhere() {
     );
 }
 
+/// The shipped hello specs' prose constraint "touch only README.md and
+/// hello.txt" is also one Paddock checks (`touch_only`): a user who copies
+/// them gets a change elsewhere flagged in the closeout. Before, the
+/// constraint was prose alone, and a patch breaking it was never flagged.
+#[test]
+fn the_examples_touch_only_constraint_is_checked() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    let seen: Vec<(String, Vec<String>, Vec<String>)> =
+        ["job.toml", "job-claude.toml", "job-sandbox.toml"]
+            .into_iter()
+            .map(|f| {
+                let spec = paddock_protocol::JobSpec::load(&dir.join(f)).unwrap();
+                (
+                    f.to_string(),
+                    spec.ticket.constraints,
+                    spec.ticket.touch_only,
+                )
+            })
+            .collect();
+    let want = |f: &str| {
+        (
+            f.to_string(),
+            vec!["touch only README.md and hello.txt".to_string()],
+            vec!["README.md".to_string(), "hello.txt".to_string()],
+        )
+    };
+    assert_eq!(
+        seen,
+        vec![
+            want("job.toml"),
+            want("job-claude.toml"),
+            want("job-sandbox.toml")
+        ]
+    );
+}
+
 /// A change outside the ticket's `touch_only` is flagged, in the closeout
 /// and as a warning of the job; the job is still done, with its branch.
 #[tokio::test]
