@@ -8,6 +8,12 @@
 
 use paddock_protocol::EgressPhase;
 
+/// The rules of a request to an allowed destination that the proxy could
+/// not reach (no address, no connection, its TLS or its answer failed):
+/// no spec field asks for it, so where refusals are listed with how to ask
+/// for them, these are listed apart.
+pub const UNREACHED_RULES: &[&str] = &["resolve", "connect", "upstream_tls", "upstream_timeout"];
+
 /// The longest reason phrase an answer's status line carries.
 pub const MAX_PHRASE: usize = 400;
 

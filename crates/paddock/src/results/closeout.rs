@@ -150,6 +150,8 @@ struct Facts<'a> {
     warnings: Vec<String>,
     denials: Vec<String>,
     network_refused: Vec<String>,
+    /// Destinations allowed but not reached (`UNREACHED_RULES`).
+    network_unreached: Vec<String>,
     model_calls: u64,
     tokens: Tokens,
     cost: String,
@@ -547,10 +549,21 @@ impl EventFacts {
     /// what the job could not reach, and what to ask for
     /// (docs/egress.md). What names no destination (malformed requests,
     /// what the sandbox's watcher did not record one by one) comes first,
-    /// in words: the list is cut.
-    fn refused_destinations(&self) -> Vec<String> {
-        let mut out = self.without_destination();
-        out.extend(self.refused.iter().map(|((host, port, phase, rule), n)| {
+    /// in words: the list is cut. With `unreached`, instead, the
+    /// destinations that were allowed but not reached
+    /// (`UNREACHED_RULES`: no spec field asks for them).
+    fn refused_destinations(&self, unreached: bool) -> Vec<String> {
+        use crate::egress::refusal::UNREACHED_RULES;
+        let mut out = if unreached {
+            Vec::new()
+        } else {
+            self.without_destination()
+        };
+        let listed = self
+            .refused
+            .iter()
+            .filter(|((_, _, _, rule), _)| UNREACHED_RULES.contains(&rule.as_str()) == unreached);
+        out.extend(listed.map(|((host, port, phase, rule), n)| {
             let times = if *n == 1 {
                 String::new()
             } else {
@@ -568,7 +581,7 @@ impl EventFacts {
             };
             format!("{} ({phase} phase, {}){times}", code(&at), inert(rule))
         }));
-        if self.unlisted > 0 {
+        if self.unlisted > 0 && !unreached {
             let n = self.unlisted;
             let s = if n == 1 { "" } else { "s" };
             out.push(format!(
@@ -758,7 +771,8 @@ fn render_capped(
         failures: capped_kept(&found.failures, caps.list, more),
         warnings,
         denials: capped_kept(&found.denials, caps.list, more),
-        network_refused: capped(found.refused_destinations(), caps.list),
+        network_refused: capped(found.refused_destinations(false), caps.list),
+        network_unreached: capped(found.refused_destinations(true), caps.list),
         model_calls: record.model_calls,
         tokens: Tokens {
             input: record.tokens.input_tokens,
@@ -1346,7 +1360,9 @@ mod tests {
     }
 
     /// A job whose egress proxy refused destinations: each listed once,
-    /// with its phase, its rule and how many attempts; allowed ones not.
+    /// with its phase, its rule and how many attempts; allowed ones not,
+    /// and allowed ones it could not reach (`connect`, `resolve`) in a
+    /// list of their own, not as refused ones to ask for.
     #[test]
     fn a_closeout_lists_the_refused_destinations() {
         let attempt =
@@ -1370,6 +1386,10 @@ mod tests {
             attempt("registry.npmjs.org", 443, Setup, None),
             attempt("evil.example", 443, Agent, Some("allowlist")),
             attempt("metadata.internal", 80, Setup, Some("deny_list:link_local")),
+            // Allowed but not reached: listed apart, not as refused.
+            attempt("registry.example", 443, Setup, Some("connect")),
+            attempt("nosuch.invalid", 443, Agent, Some("resolve")),
+            attempt("registry.example", 443, Setup, Some("connect")),
             attempt("evil.example", 443, Agent, Some("allowlist")),
             attempt("api.github.com", 443, Agent, None),
             attempt("`@x`", 443, Agent, Some("bad_request")),

@@ -216,10 +216,6 @@ async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, Se
     )))
 }
 
-/// The rules of a destination on the phase's list that the proxy could not
-/// reach (its `502`s): no spec field asks for it.
-const UNREACHED: &[&str] = &["resolve", "connect", "upstream_tls", "upstream_timeout"];
-
 /// What a failed setup's reason adds about its egress records: the
 /// destinations the proxy refused during setup and where to ask for them,
 /// then those on the setup phase's list it could not reach (which asking
@@ -233,7 +229,7 @@ fn refusals_said(records: &[paddock_protocol::EgressRecord]) -> Option<String> {
         }
         let named = refusal_named(&r.host, r.port, r.rule.as_deref());
         let list = match r.rule.as_deref() {
-            Some(rule) if UNREACHED.contains(&rule) => &mut unreached,
+            Some(rule) if crate::egress::refusal::UNREACHED_RULES.contains(&rule) => &mut unreached,
             _ => &mut refused,
         };
         if !list.contains(&named) {
