@@ -37,7 +37,16 @@ pub async fn branch_proposed(
     store: &dyn Store,
     branch: &str,
 ) -> Result<bool, crate::store::StoreError> {
-    let jobs = store
+    let jobs = earlier_on(store, branch).await?;
+    Ok(jobs.iter().any(super::conclude::proposed))
+}
+
+/// The newest [`EARLIER`] jobs of the store on `branch`.
+async fn earlier_on(
+    store: &dyn Store,
+    branch: &str,
+) -> Result<Vec<paddock_protocol::JobRecord>, crate::store::StoreError> {
+    store
         .list_jobs(&JobQuery {
             status: None,
             engine: None,
@@ -46,8 +55,7 @@ pub async fn branch_proposed(
             limit: EARLIER,
             branch: Some(branch.to_string()),
         })
-        .await?;
-    Ok(jobs.iter().any(super::conclude::proposed))
+        .await
 }
 
 /// What the check found.
@@ -75,17 +83,7 @@ pub async fn check(
         return Check::Go;
     }
     let branch = spec.branch();
-    let earlier = match store
-        .list_jobs(&JobQuery {
-            status: None,
-            engine: None,
-            isolation: None,
-            after: None,
-            limit: EARLIER,
-            branch: Some(branch.clone()),
-        })
-        .await
-    {
+    let earlier = match earlier_on(store, &branch).await {
         Ok(jobs) => jobs,
         Err(e) => {
             return Check::Unknown(format!(
