@@ -689,7 +689,16 @@ async fn a_final_record_owed_to_the_webhooks_is_sent_whoever_ended_the_job() {
         ];
         let srv = Server::start_env(&a, &flags, &env).await;
         assert_one_signed_delivery(&srv, &received, secret, rec.clone()).await;
-        let attempts = store.webhook_attempts(&job.id).await.unwrap();
+        // The server records the attempt once the receiver has answered,
+        // which may be after the test has read the delivery.
+        let mut attempts = Vec::new();
+        for _ in 0..200 {
+            attempts = store.webhook_attempts(&job.id).await.unwrap();
+            if !attempts.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         assert_eq!(
             attempts
                 .iter()
