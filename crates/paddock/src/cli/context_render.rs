@@ -18,10 +18,11 @@ use paddock_protocol::JobSpec;
 
 use super::Failure;
 
-/// Renders the context of `spec` into `out`; `store` holds the host
-/// profiles (needed only when the spec names one).
+/// Renders the context of `spec` (read from `spec_file`) into `out`;
+/// `store` holds the host profiles (needed only when the spec names one).
 pub async fn render(
     spec: &JobSpec,
+    spec_file: &Path,
     paths: &Paths,
     store: Option<&dyn Store>,
     out: &Path,
@@ -42,7 +43,7 @@ pub async fn render(
         &paddock::rung::Rungs::host(&exe, super::run::cgroup_root().as_deref()),
     )
     .await
-    .map_err(|e| bad(e.into()))?;
+    .map_err(|e| bad(e.in_spec_file(spec_file).into()))?;
     let spec = &spec;
     let policy = policy.map(|p| p.context()).unwrap_or_default();
     let host_path = std::env::var_os("PATH");

@@ -171,6 +171,9 @@ async fn exec_beside(
         attempt_after,
     } = args;
     let config = user_config()?;
+    // The spec's file, which a host profile's refusal names (the spec
+    // read from stdin has none).
+    let spec_file = (spec != Path::new("-")).then(|| spec.clone());
     let spec = config.apply(take_loaded_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     // The sandbox's probe (a minimal sandbox started, which admission
     // waits for when the job asks for the sandbox or `auto`) runs beside
@@ -248,18 +251,22 @@ async fn exec_beside(
         cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?,
     ));
     let admission = async {
+        let named = |e: paddock::runner::AdmitError| match &spec_file {
+            Some(file) => e.in_spec_file(file),
+            None => e,
+        };
         match &prior {
             None => runner
                 .admit(&spec)
                 .await
-                .map_err(|e| failure(e.code(), e.into())),
+                .map_err(|e| failure(e.code(), named(e).into())),
             // The engine's own session resumed, or a new one and why, is
             // said once the job has it (`follow`), not here: its
             // provisioning may still fail.
-            Some(prior) => runner
-                .admit_after(&spec, prior)
-                .await
-                .map_err(|e| failure(e.code(), e.into())),
+            Some(prior) => runner.admit_after(&spec, prior).await.map_err(|e| match e {
+                paddock::runner::AfterError::Admit(e) => failure(e.code(), named(e).into()),
+                e => failure(e.code(), e.into()),
+            }),
         }
     };
     let mut admitted = tokio::select! {

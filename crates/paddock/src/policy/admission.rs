@@ -10,13 +10,26 @@ use paddock_protocol::{EngineKind, HostProfile, JobSpec};
 
 use crate::broker::ModelAllowlist;
 
-/// Why a job is refused.
+/// Why a job is refused: the profile by id and, where it was read from
+/// one, its file; the rule and why; the job spec's file where the caller
+/// knows it (`paddock run` and `paddock context` do, a server given the
+/// spec as JSON does not).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("host profile `{profile}`: rule `{rule}` {reason}")]
+#[error(
+    "{}host profile `{profile}`{}: rule `{rule}` {reason}",
+    spec_file.as_deref().map_or(String::new(), |f| format!("job spec {f}: ")),
+    profile_file.as_deref().map_or(String::new(), |f| format!(" (file {f})"))
+)]
 pub struct Refusal {
     pub profile: String,
+    /// The file the profile was read from (`policy.profile` or the
+    /// config's `host_profile` naming one); `None` for one from the store
+    /// or a shipped preset.
+    pub profile_file: Option<String>,
     pub rule: String,
     pub reason: String,
+    /// The job spec's file, set by the caller that read it.
+    pub spec_file: Option<String>,
 }
 
 /// The profile as this job will run under it.
@@ -55,8 +68,10 @@ pub fn admit(
 ) -> Result<Admission, Refusal> {
     let refuse = |rule: &str, reason: String| Refusal {
         profile: profile.id.clone(),
+        profile_file: None,
         rule: rule.to_string(),
         reason,
+        spec_file: None,
     };
     // The broker's matcher: a name (also with a date suffix) or a `prefix*`.
     let models = ModelAllowlist::any().with("host profile", &profile.allowed_models);
@@ -205,8 +220,10 @@ mod tests {
             admit(&constrained(), &spec(""), process_gaps(&constrained())),
             Err(Refusal {
                 profile: "constrained-local".into(),
+                profile_file: None,
                 rule: "cpu_limit".into(),
                 reason: "(50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`".into(),
+                spec_file: None,
             })
         );
         let e = admit(
@@ -243,11 +260,13 @@ mod tests {
             (
                 Err(Refusal {
                     profile: "net".into(),
+                    profile_file: None,
                     rule: "network".into(),
                     reason: format!(
                         "{why}; run the job on a rung that enforces it, or list `network` in \
                          `policy.accept_degraded`"
                     ),
+                    spec_file: None,
                 }),
                 Ok(vec![("network".to_string(), why.to_string())]),
                 Ok(vec![]),
@@ -383,8 +402,10 @@ mod tests {
             admit(&profile, &wider, Vec::new()),
             Err(Refusal {
                 profile: "net".into(),
+                profile_file: None,
                 rule: "network.allow".into(),
                 reason: "does not allow `*.com.evil.org` (job spec field `network.allow[1]`); this host allows at most: *.github.com".into(),
+                spec_file: None,
             })
         );
         let setup = spec("[setup]\ncommands = [\"pip download x\"]\nnetwork = \"registries\"\n");
@@ -397,8 +418,10 @@ mod tests {
             admit(&nothing, &setup, Vec::new()),
             Err(Refusal {
                 profile: "net".into(),
+                profile_file: None,
                 rule: "network.setup_allow".into(),
                 reason: "does not allow `registries` (job spec field `setup.network`); this host allows at most: nothing".into(),
+                spec_file: None,
             })
         );
         let listed = spec(
@@ -408,8 +431,10 @@ mod tests {
             admit(&nothing, &listed, Vec::new()),
             Err(Refusal {
                 profile: "net".into(),
+                profile_file: None,
                 rule: "network.setup_allow".into(),
                 reason: "does not allow `pypi.org` (job spec field `setup.network[0]`); this host allows at most: nothing".into(),
+                spec_file: None,
             })
         );
         // Without a `[network]` section the profile sets no maximum.
@@ -445,11 +470,13 @@ mod tests {
             (
                 Err(Refusal {
                     profile: "net".into(),
+                    profile_file: None,
                     rule: "network.web_search".into(),
                     reason: "does not permit the model provider's web search \
                              (`network.web_search`), which reaches the web past the job's egress \
                              proxy; the spec's `[network] web_search` asks for it"
                         .into(),
+                    spec_file: None,
                 }),
                 Ok(vec![]),
                 Ok(vec![]),

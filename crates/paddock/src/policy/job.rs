@@ -56,7 +56,12 @@ impl JobPolicy {
     ) -> Result<JobPolicy, JobPolicyError> {
         let (profile, source) = resolve(name, store).await?;
         let gaps = rung_gaps(&profile);
-        let admission = admit(&profile, spec, gaps)?;
+        let admission = admit(&profile, spec, gaps).map_err(|mut refusal| {
+            if let ProfileSource::File { path, .. } = &source {
+                refusal.profile_file = Some(path.clone());
+            }
+            refusal
+        })?;
         let matcher = Matcher::new(&profile.deny_commands);
         Ok(JobPolicy {
             profile,

@@ -378,8 +378,10 @@ mod tests {
     fn a_refusal_on_a_fallen_back_rung_says_why() {
         let refusal = crate::policy::Refusal {
             profile: "ci-box".into(),
+            profile_file: None,
             rule: "network".into(),
             reason: "cannot be enforced on the `process` rung".into(),
+            spec_file: None,
         };
         let fallback = "isolation auto: running on the `process` rung (unconfined) because \
                         this host cannot start Paddock's sandbox: Landlock: not supported";

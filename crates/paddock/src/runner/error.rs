@@ -58,6 +58,20 @@ pub enum AdmitError {
 }
 
 impl AdmitError {
+    /// The error with the job spec's file named, where it says the host
+    /// profile refuses the job (the refusal names the spec's fields; the
+    /// caller that read the spec from `file` knows which file they are
+    /// in). Other errors are as they were.
+    pub fn in_spec_file(self, file: &std::path::Path) -> AdmitError {
+        match self {
+            AdmitError::PolicyRefused(mut refusal) => {
+                refusal.spec_file = Some(file.display().to_string());
+                AdmitError::PolicyRefused(refusal)
+            }
+            e => e,
+        }
+    }
+
     pub fn code(&self) -> ErrorCode {
         match self {
             AdmitError::SerializeSpec(_) => ErrorCode::Internal,

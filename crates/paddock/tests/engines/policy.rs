@@ -307,7 +307,7 @@ async fn unenforceable_profile_is_refused_before_start() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: job refused before start: host profile `constrained-local`: rule `cpu_limit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`\n"
+        format!("paddock: job refused before start: job spec {}: host profile `constrained-local`: rule `cpu_limit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`\n", spec.display())
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
@@ -365,7 +365,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: job refused before start: host profile `box`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n"
+        format!("paddock: job refused before start: job spec {}: host profile `box`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n", spec.display())
     );
 
     let spec = job(

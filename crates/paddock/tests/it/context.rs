@@ -577,9 +577,11 @@ async fn paddock_context_renders_the_host_profile() {
         .await;
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stderr).starts_with(
-            "paddock: job refused before start: host profile `constrained-local`: rule `cpu_limit`"
-        ),
+        String::from_utf8_lossy(&out.stderr).starts_with(&format!(
+            "paddock: job refused before start: job spec {}: host profile `constrained-local`: \
+             rule `cpu_limit`",
+            spec_path.display()
+        )),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -131,8 +131,9 @@ pub(crate) fn network_degraded(profile: &str) -> (String, String) {
 
 /// A host profile's `[network]` maximum cannot be enforced on the
 /// `process` rung: a job there that does not accept it as degraded is
-/// refused before anything of it exists, naming the profile and the rule
-/// and how to run it (exit 2, no job recorded).
+/// refused before anything of it exists, naming the spec's file, the
+/// profile with its file, the rule and how to run it (exit 2, no job
+/// recorded).
 #[tokio::test]
 async fn a_network_maximum_refuses_a_process_job_that_does_not_accept_it() {
     let home = Home::new();
@@ -147,12 +148,15 @@ async fn a_network_maximum_refuses_a_process_job_that_does_not_accept_it() {
         ),
         (
             Some(2),
-            "paddock: job refused before start: host profile `egress-test`: rule `network` \
-             (its [network] maximum and the deny list) cannot be enforced on the `process` \
-             rung: the job's processes can connect directly, past its egress proxy; the \
-             `sandbox` rung enforces it (docs/egress.md); run the job on a rung that enforces \
-             it, or list `network` in `policy.accept_degraded`\n"
-                .to_string(),
+            format!(
+                "paddock: job refused before start: job spec {}: host profile `egress-test` \
+                 (file {}): rule `network` (its [network] maximum and the deny list) cannot be \
+                 enforced on the `process` rung: the job's processes can connect directly, past \
+                 its egress proxy; the `sandbox` rung enforces it (docs/egress.md); run the job \
+                 on a rung that enforces it, or list `network` in `policy.accept_degraded`\n",
+                spec.display(),
+                spec.with_file_name("profile.toml").display(),
+            ),
             0,
         )
     );

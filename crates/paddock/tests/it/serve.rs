@@ -515,9 +515,10 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
 
 /// A job the host profile refuses (here its `[network]` maximum, which
 /// the `process` rung cannot enforce, not accepted as degraded) is a 422
-/// with code `policy_refused` and the rule, the detail the CLI's message;
-/// nothing is recorded. Accepted as degraded, it is queued. Before, it was
-/// accepted and ran with nothing enforcing the maximum.
+/// with code `policy_refused` and the rule, the detail the CLI's message
+/// but for the spec's file, which only the CLI knows (a stored profile
+/// has none); nothing is recorded. Accepted as degraded, it is queued.
+/// Before, it was accepted and ran with nothing enforcing the maximum.
 #[tokio::test]
 async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
     let home = Home::new();
@@ -542,14 +543,16 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
         .strip_prefix("paddock: ")
         .unwrap()
         .to_owned();
+    let spec_named = format!("job spec {}: ", file.display());
     let resp = server.submit(&job, 0).await;
     assert_eq!(
         (
             cli.status.code(),
             resp.status().as_u16(),
             body::<Value>(resp).await,
-            cli_message
-                .starts_with("job refused before start: host profile `net`: rule `network` "),
+            cli_message.starts_with(&format!(
+                "job refused before start: {spec_named}host profile `net`: rule `network` "
+            )),
         ),
         (
             Some(2),
@@ -558,7 +561,7 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
                 "type": "urn:paddock:problem:policy_refused",
                 "title": "the host profile refuses the job",
                 "status": 422,
-                "detail": cli_message,
+                "detail": cli_message.replacen(&spec_named, "", 1),
                 "code": "policy_refused",
                 "rule": "network",
             }),
