@@ -119,27 +119,82 @@ pub fn apply_profile(
                 record.display()
             )));
         }
-        paths.extra_ro.push(profile);
-        paths.extra_rw.push(record);
-        if let Some(exe) = paddock_exe {
-            paths.extra_ro.push(exe.to_path_buf());
-        }
+        let (ro, rw) = hook_paths(meta, paddock_exe);
+        paths.extra_ro.extend(ro);
+        paths.extra_rw.extend(rw);
     }
     Ok(())
+}
+
+/// What the engine hook needs inside (`apply_profile`): the profile and
+/// the `paddock` binary read-only, the denial record writable.
+pub fn hook_paths(meta: &Path, paddock_exe: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut ro = vec![meta.join("profile.json")];
+    ro.extend(paddock_exe.map(Path::to_path_buf));
+    (ro, vec![crate::policy::job::record_path(meta)])
+}
+
+/// Where a path of a sandboxed command's view comes from, for a refusal
+/// to name ([`unbindable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The engine's package tree or a directory of its PATH.
+    Engine,
+    /// The job's work, home and tmp.
+    Job,
+    /// What the host profile's hook needs (`apply_profile`).
+    Hook,
+}
+
+/// The host paths a sandboxed command's view binds, read-only then
+/// writable, each with where it comes from: resolved once, here (the
+/// helper follows no link in them); the job's own directories are
+/// Paddock's, the job cannot replace them.
+fn bound(spec: &CommandSpec, paths: &SandboxPaths) -> [Vec<(PathBuf, Source)>; 2] {
+    let with = |source: Source| move |p: &PathBuf| (resolved(p), source);
+    let mut rw: Vec<(PathBuf, Source)> = [&paths.work, &paths.home, &paths.tmp]
+        .into_iter()
+        .map(with(Source::Job))
+        .collect();
+    rw.extend(paths.extra_rw.iter().map(with(Source::Hook)));
+    let mut ro: Vec<(PathBuf, Source)> = engine_dirs(spec)
+        .into_iter()
+        .map(|d| (d, Source::Engine))
+        .collect();
+    ro.extend(paths.extra_ro.iter().map(with(Source::Hook)));
+    [ro, rw]
+}
+
+/// `p` with its links resolved, or as given when it cannot be.
+fn resolved(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The first path of the command's view that the sandbox would refuse
+/// to bind, with where it comes from: the check the helper's planning
+/// makes at launch (`paddock_sandbox::own_parts::place`, the one set of
+/// rules), made by admission before the job exists.
+pub fn unbindable(
+    spec: &CommandSpec,
+    paths: &SandboxPaths,
+) -> Option<(Source, paddock_sandbox::own_parts::Replaced)> {
+    let watched = paths.direct.is_some();
+    bound(spec, paths)
+        .into_iter()
+        .flatten()
+        .find_map(|(p, source)| {
+            paddock_sandbox::own_parts::place(&p, watched)
+                .err()
+                .map(|e| (source, e))
+        })
 }
 
 /// The sandbox policy for an engine command.
 pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
     let mut argv = vec![spec.program.display().to_string()];
     argv.extend(spec.args.iter().cloned());
-    // Resolved once, here (the helper follows no link in them); the job's
-    // own directories are Paddock's, the job cannot replace them.
-    let resolved = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
-    let (work, home) = (resolved(&paths.work), resolved(&paths.home));
-    let mut rw = vec![work.clone(), home.clone(), resolved(&paths.tmp)];
-    rw.extend(paths.extra_rw.iter().map(resolved));
-    let mut ro = engine_dirs(spec);
-    ro.extend(paths.extra_ro.iter().map(resolved));
+    let [ro, rw] = bound(spec, paths).map(|b| b.into_iter().map(|(p, _)| p).collect::<Vec<_>>());
+    let work = resolved(&paths.work);
     Policy {
         argv,
         env: spec.env.clone(),
@@ -151,7 +206,7 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
                 .protect
                 .iter()
                 .map(|p| match (p.parent(), p.file_name()) {
-                    (Some(dir), Some(name)) => resolved(&dir.to_path_buf()).join(name),
+                    (Some(dir), Some(name)) => resolved(dir).join(name),
                     _ => p.clone(),
                 })
                 .collect::<Vec<_>>(),

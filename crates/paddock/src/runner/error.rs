@@ -47,6 +47,11 @@ pub enum AdmitError {
     /// and the rule.
     #[error("job refused before start: {0}")]
     PolicyRefused(crate::policy::Refusal),
+    /// The sandbox would refuse one of the job's paths at its launch
+    /// (`sandbox_view.rs`): a path on or under a part its view makes
+    /// itself.
+    #[error("job refused before start: {0}")]
+    SandboxView(#[from] Box<super::sandbox_view::Unbindable>),
     /// The host runs every job under one profile and the spec names
     /// another (or, given to the runner without the config's defaults,
     /// none).

@@ -30,6 +30,7 @@ mod next_attempt;
 mod provision;
 mod resume;
 mod rung_fallback;
+mod sandbox_view;
 mod setup;
 mod setup_cache;
 mod stream;
@@ -206,7 +207,13 @@ impl Runner {
     /// Admits `spec`: everything checked before the job exists.
     pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
         admit::host_profile(spec, self.config.host_profile.as_deref())?;
-        admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await
+        let admitted = admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await?;
+        // What its sandbox would refuse at launch, refused now.
+        if admitted.spec().isolation == paddock_protocol::Isolation::Sandbox {
+            let profiled = admitted.shaped.policy.is_some();
+            sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)?;
+        }
+        Ok(admitted)
     }
 
     /// Starts an admitted job as a task; `cancel` resolving cancels it.

@@ -146,6 +146,80 @@ async fn a_job_whose_jobs_directory_is_on_dev_shm_runs_in_the_sandbox() {
     );
 }
 
+/// An engine installed directly in /tmp or /dev/shm (its binary there,
+/// so its directory is that part of the view itself, which the sandbox
+/// makes its own and refuses to bind): the job is refused at admission,
+/// naming the path, the spec field it came from and what to do, before
+/// any record or workspace exists; it was admitted, recorded and
+/// provisioned, and failed at its launch (`plan the view: /tmp cannot be
+/// bound into the sandbox`).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_the_sandbox_cannot_bind_is_refused_before_the_job_exists() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
+    let script = std::fs::read(home.path().join("fakebin/codex")).unwrap();
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    for (dir, what) in [
+        ("/tmp", "the job's private, size-capped tmpfs"),
+        ("/dev/shm", "the job's private shared memory"),
+    ] {
+        let engine = tempfile::Builder::new()
+            .prefix("paddock-codex-")
+            .tempfile_in(dir)
+            .unwrap()
+            // No descriptor of the test's left open on it (ETXTBSY).
+            .into_temp_path();
+        std::fs::write(&engine, &script).unwrap();
+        std::fs::set_permissions(&engine, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let text = std::fs::read_to_string(&spec).unwrap();
+        let pinned = text
+            .lines()
+            .find(|l| l.starts_with("binary = "))
+            .unwrap()
+            .to_string();
+        let placed = home.path().join("placed.toml");
+        std::fs::write(
+            &placed,
+            text.replace(&pinned, &format!("binary = \"{}\"", engine.display())),
+        )
+        .unwrap();
+        let out = home
+            .paddock(&["run", "--json", placed.to_str().unwrap()], &[])
+            .await;
+        got.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+            home.store().await.jobs(10).await.unwrap().len(),
+            // No job's directory (the jobs directory's own files aside).
+            std::fs::read_dir(home.jobs())
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.file_type().unwrap().is_dir())
+                .count(),
+        ));
+        want.push((
+            Some(2),
+            format!(
+                "paddock: job refused before start: the sandbox cannot bind engine codex's \
+                 directories (its package tree, its own directory and node's, read-only; \
+                 engine.binary {engine}): {dir} cannot be bound into the sandbox: it is {dir}, \
+                 which the sandbox makes its own ({what}); give a directory under {dir} or \
+                 elsewhere (install the engine in a directory of its own and set engine.binary \
+                 or PATH to it)\n",
+                engine = engine.display()
+            ),
+            0,
+            0,
+        ));
+    }
+    assert_eq!(got, want);
+}
+
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
 /// without a host profile: a stand-in engine forking sleepers is stopped
 /// short of it (the helper's threads, PID 1 and the shell count too). The
