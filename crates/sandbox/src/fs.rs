@@ -39,7 +39,7 @@ use nix::unistd::{chdir, pivot_root};
 
 use crate::beneath;
 use crate::error::SetupError;
-use crate::own_parts;
+use crate::own_parts::{self, Place};
 use crate::policy::{Policy, ETC_RO, SYSTEM_RO};
 use crate::trace;
 
@@ -51,9 +51,6 @@ const HIDDEN: &str = "/hidden";
 
 /// /etc files up to this size are copied rather than bound.
 const COPY_MAX: u64 = 256 * 1024;
-
-/// Device nodes bound from the host's /dev.
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
 /// Parts of the fresh /proc that are bound read-only over themselves.
 const PROC_RO: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
@@ -70,15 +67,17 @@ enum Entry {
     /// A read-only bind mount of a host system path at the same path.
     Bind { path: PathBuf, kind: Kind },
     /// A bind mount of one of the caller's paths (resolved by the caller,
-    /// opened again without following links) at the same path.
+    /// opened again without following links) at the same path, when its
+    /// place in the view says (`own_parts::place`).
     Caller {
         path: PathBuf,
         kind: Kind,
         writable: bool,
+        at: Place,
     },
     /// A path inside a writable one, bound read-only over itself when it
-    /// is reached without a symbolic link.
-    Protect { path: PathBuf },
+    /// is reached without a symbolic link, once that one is (`at`).
+    Protect { path: PathBuf, at: Place },
     /// A symlink recreated as it is on the host.
     Link { path: PathBuf, target: PathBuf },
     /// A size-capped tmpfs.
@@ -89,8 +88,10 @@ enum Entry {
     /// A file of the new root written with `text` (the watcher's
     /// `/etc/resolv.conf`).
     Text { path: PathBuf, text: &'static str },
-    /// A file covered by an empty one without any permission (hidden).
-    Hide { path: PathBuf },
+    /// A file covered by an empty one without any permission (hidden),
+    /// once the caller's path holding it is bound (`at`; the system
+    /// binds' place when none does).
+    Hide { path: PathBuf, at: Place },
 }
 
 impl Entry {
@@ -98,12 +99,25 @@ impl Entry {
         match self {
             Entry::Bind { path, .. }
             | Entry::Caller { path, .. }
-            | Entry::Protect { path }
+            | Entry::Protect { path, .. }
             | Entry::Link { path, .. }
             | Entry::Tmpfs { path, .. }
             | Entry::Copy { path, .. }
             | Entry::Text { path, .. }
-            | Entry::Hide { path } => path,
+            | Entry::Hide { path, .. } => path,
+        }
+    }
+
+    /// Where it is placed: a caller's path where `own_parts::place` put
+    /// it, what is inside one with it, the system's with the root.
+    fn at(&self) -> Place {
+        match self {
+            Entry::Caller { at, .. } | Entry::Protect { at, .. } | Entry::Hide { at, .. } => *at,
+            Entry::Bind { .. }
+            | Entry::Link { .. }
+            | Entry::Tmpfs { .. }
+            | Entry::Copy { .. }
+            | Entry::Text { .. } => Place::Root,
         }
     }
 }
@@ -170,28 +184,48 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
     });
     v.rw.push(PathBuf::from("/tmp"));
     let watched = policy.direct.is_some();
+    // The caller's paths with their places (`own_parts.rs`).
+    let mut placed: Vec<(&Path, Place, bool)> = Vec::new();
     for (paths, writable) in [(&policy.ro, false), (&policy.rw, true)] {
         for p in paths {
             let kind = caller_kind(p)?;
-            own_parts::place(p, watched)?;
+            let at = own_parts::place(p, watched)?;
             if writable { &mut v.rw } else { &mut v.ro }.push(p.clone());
             v.entries.push(Entry::Caller {
                 path: p.clone(),
                 kind,
                 writable,
+                at,
             });
+            placed.push((p, at, writable));
         }
     }
+    // The place of the deepest of the caller's paths holding `p` (below
+    // it, with `inside`; writable ones only, with `writable`).
+    let holder = |p: &Path, writable: bool, inside: bool| {
+        placed
+            .iter()
+            .filter(|(c, _, w)| (*w || !writable) && p.starts_with(c) && !(inside && p == *c))
+            .max_by_key(|(c, ..)| c.components().count())
+            .map(|(_, at, _)| *at)
+    };
     // Only inside a writable path is there anything to protect; whether it
     // exists is seen in the view, without following links.
     for p in &policy.protect {
-        if policy.rw.iter().any(|w| p.starts_with(w) && p != w) {
-            v.entries.push(Entry::Protect { path: p.clone() });
+        if let Some(at) = holder(p, true, true) {
+            v.entries.push(Entry::Protect {
+                path: p.clone(),
+                at,
+            });
         }
     }
     for p in &policy.hidden {
         if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()) {
-            v.entries.push(Entry::Hide { path: p.clone() });
+            let at = holder(p, false, false).unwrap_or(Place::Root);
+            v.entries.push(Entry::Hide {
+                path: p.clone(),
+                at,
+            });
         }
     }
     // Parents before children; the order of equal depths is kept.
@@ -594,7 +628,7 @@ pub fn enter(
     let new = Path::new(NEW);
     write_users(&mut dirs, uid, gid, home.unwrap_or("/"))?;
     trace::step("passwd, group");
-    let binds = place(view, &old, &mut dirs, own_parts::Place::Root)?;
+    let binds = place(view, &old, &mut dirs, Place::Root)?;
     trace::step("binds, copies");
     let dev = new.join("dev");
     let proc = new.join("proc");
@@ -605,7 +639,7 @@ pub fn enter(
     dev_mounts(&dev)?;
     // The caller's paths under /dev (`own_parts.rs`), which the /dev just
     // mounted would have hidden, bound and sealed like the rest.
-    let binds = place(view, &old, &mut dirs, own_parts::Place::Dev)?;
+    let binds = place(view, &old, &mut dirs, Place::Dev)?;
     seal_each(&binds)?;
     set_flags(&dev, MOUNT_ATTR_RDONLY, 0, false, "read-only /dev")?;
     trace::step("/dev");
@@ -694,17 +728,12 @@ fn place(
     view: &View,
     old: &OwnedFd,
     dirs: &mut Dirs,
-    at: own_parts::Place,
+    at: Place,
 ) -> Result<Vec<Placed>, SetupError> {
     let mut placed: Vec<Placed> = Vec::new();
     // The empty file bound over hidden programs, made on first use.
     let mut hidden: Option<OwnedFd> = None;
-    let dev = at == own_parts::Place::Dev;
-    for e in view
-        .entries
-        .iter()
-        .filter(|e| own_parts::under_dev(e.path()) == dev)
-    {
+    for e in view.entries.iter().filter(|e| e.at() == at) {
         let dst = under(NEW, e.path());
         match e {
             Entry::Bind { path, kind } => {
@@ -724,6 +753,7 @@ fn place(
                 path,
                 kind,
                 writable: w,
+                ..
             } => {
                 let root = place_caller(old, dirs, path, *kind, &dst)?;
                 if *w {
@@ -737,7 +767,7 @@ fn place(
                     writable: *w,
                 });
             }
-            Entry::Protect { path } => {
+            Entry::Protect { path, .. } => {
                 let Some(rel) = beneath::relative(path) else {
                     continue;
                 };
@@ -762,7 +792,7 @@ fn place(
                 dirs.parent_of(&dst)?;
                 write_new(&dst, text.as_bytes())?;
             }
-            Entry::Hide { path } => {
+            Entry::Hide { path, .. } => {
                 let empty = match &hidden {
                     Some(fd) => fd,
                     None => hidden.insert(hidden_file()?),
@@ -902,21 +932,17 @@ fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
         "mode=0755,size=64k",
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
     )?;
-    for d in DEVICES {
-        let dst = dev.join(d);
+    // `dev` with a path of the view's /dev.
+    let at = |p: &str| dev.join(Path::new(p).strip_prefix("/dev").unwrap_or(Path::new(p)));
+    for d in own_parts::DEVICES {
+        let dst = at(d);
         file_point(&dst)?;
         // A device node needs no remount: it cannot be executed, and its
         // mount keeps the host /dev's flags.
-        bind(&Path::new(OLD).join("dev").join(d), &dst)?;
+        bind(&under(OLD, Path::new(d)), &dst)?;
     }
-    for (name, target) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-        ("ptmx", "pts/ptmx"),
-    ] {
-        let p = dev.join(name);
+    for (link, target, _) in own_parts::DEV_LINKS {
+        let p = at(link);
         symlink(target, &p).map_err(point_err(&p))?;
     }
     let shm = dev.join("shm");
@@ -987,6 +1013,52 @@ mod tests {
         assert_eq!(
             under("/newroot", Path::new("/usr/lib")),
             PathBuf::from("/newroot/usr/lib")
+        );
+    }
+
+    /// Each entry is placed where `own_parts::place` put the caller's
+    /// path holding it: a caller's path under /dev, what is protected or
+    /// hidden in it, once /dev is built; the system's, and the caller's
+    /// elsewhere, with the root.
+    #[test]
+    fn plan_places_entries_where_their_callers_path_is_placed() {
+        let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let (s, e) = (
+            shm.path().canonicalize().unwrap(),
+            elsewhere.path().canonicalize().unwrap(),
+        );
+        let (work, bin, home) = (s.join("work"), s.join("bin"), e.join("home"));
+        for d in [&work.join(".git/hooks"), &bin, &home.join("bin")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for f in [bin.join("git"), home.join("bin/curl")] {
+            std::fs::write(f, "").unwrap();
+        }
+        let mut policy = crate::launch::tests::policy();
+        policy.ro = vec![bin.clone()];
+        policy.rw = vec![work.clone(), home.clone()];
+        policy.protect = vec![work.join(".git/hooks"), home.join(".bashrc")];
+        policy.hidden = vec![bin.join("git"), home.join("bin/curl")];
+        let view = plan(&policy).unwrap();
+        let placed: Vec<(&Path, Place)> = view
+            .entries
+            .iter()
+            .map(|entry| (entry.path(), entry.at()))
+            .filter(|(p, at)| p.starts_with(&s) || p.starts_with(&e) || *at == Place::Dev)
+            .collect();
+        assert_eq!(
+            placed,
+            // Parents first (/tmp's tempdir is one shallower).
+            vec![
+                (home.as_path(), Place::Root),
+                (bin.as_path(), Place::Dev),
+                (work.as_path(), Place::Dev),
+                (home.join(".bashrc").as_path(), Place::Root),
+                (bin.join("git").as_path(), Place::Dev),
+                (home.join("bin/curl").as_path(), Place::Root),
+                (work.join(".git/hooks").as_path(), Place::Dev),
+            ]
         );
     }
 

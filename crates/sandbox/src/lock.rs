@@ -12,6 +12,7 @@ use landlock::{
 };
 
 use crate::error::SetupError;
+use crate::own_parts;
 
 /// The Landlock ABI Paddock asks for; older kernels get what they support,
 /// but at least ABI 1 (filesystem rules) must be enforced.
@@ -35,15 +36,7 @@ pub fn restrict(ro: &[PathBuf], rw: &[PathBuf]) -> Result<(), SetupError> {
         .add_rules(path_beneath_rules(rw, AccessFs::from_all(abi)))
         .map_err(|x| e(x.to_string()))?
         .add_rules(path_beneath_rules(
-            [
-                "/dev/null",
-                "/dev/zero",
-                "/dev/full",
-                "/dev/random",
-                "/dev/urandom",
-                "/dev/pts",
-                "/dev/shm",
-            ],
+            own_parts::DEVICES.iter().chain(&["/dev/pts", "/dev/shm"]),
             AccessFs::from_all(abi),
         ))
         .map_err(|x| e(x.to_string()))?

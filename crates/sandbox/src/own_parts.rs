@@ -21,6 +21,12 @@
 //! are no part of the view: a caller's path is opened beneath the host's
 //! root and bound beneath the new one, so a host path of the same name is
 //! an ordinary one.
+//!
+//! The place [`place`] gives a caller's path is the one decision: the
+//! plan keeps it with the path's entry, and what is protected or hidden
+//! inside that path is placed with it (`fs.rs`). /dev's device nodes and
+//! links are listed once, here ([`DEVICES`], [`DEV_LINKS`]): `fs.rs`
+//! builds /dev from them and `lock.rs` lets the job write the nodes.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +51,7 @@ enum Under {
 }
 
 /// One part of the view the sandbox makes itself.
+#[derive(Clone, Copy)]
 struct Part {
     path: &'static str,
     under: Under,
@@ -63,8 +70,29 @@ const fn part(path: &'static str, under: Under, what: &'static str) -> Part {
     }
 }
 
+/// The device nodes of the view's /dev, bound from the host's (`fs.rs`),
+/// the only files of /dev Landlock lets the job write (`lock.rs`).
+pub const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// The links of the view's /dev (`fs.rs` makes them): path, target and
+/// what it is.
+pub const DEV_LINKS: &[(&str, &str, &str)] = &[
+    ("/dev/fd", "/proc/self/fd", "a link into its /proc"),
+    ("/dev/stdin", "/proc/self/fd/0", "a link into its /proc"),
+    ("/dev/stdout", "/proc/self/fd/1", "a link into its /proc"),
+    ("/dev/stderr", "/proc/self/fd/2", "a link into its /proc"),
+    ("/dev/ptmx", "pts/ptmx", "a link to its own terminals"),
+];
+
 /// The parts, deepest first within a tree (the first that holds a path
-/// judges it).
+/// judges it); the device nodes and links of /dev ([`DEVICES`],
+/// [`DEV_LINKS`]) come before them all ([`parts`]).
 const PARTS: &[Part] = &[
     part(
         "/proc",
@@ -73,16 +101,6 @@ const PARTS: &[Part] = &[
     ),
     part("/dev/shm", Under::Dev, "the job's private shared memory"),
     part("/dev/pts", Under::Refused, "the job's own terminals"),
-    part("/dev/null", Under::Refused, "a device node"),
-    part("/dev/zero", Under::Refused, "a device node"),
-    part("/dev/full", Under::Refused, "a device node"),
-    part("/dev/random", Under::Refused, "a device node"),
-    part("/dev/urandom", Under::Refused, "a device node"),
-    part("/dev/fd", Under::Refused, "a link into its /proc"),
-    part("/dev/stdin", Under::Refused, "a link into its /proc"),
-    part("/dev/stdout", Under::Refused, "a link into its /proc"),
-    part("/dev/stderr", Under::Refused, "a link into its /proc"),
-    part("/dev/ptmx", Under::Refused, "a link to its own terminals"),
     part(
         "/dev",
         Under::Dev,
@@ -138,7 +156,7 @@ pub struct Replaced {
 /// view, `watched` when the run has the direct-connection watcher; a path
 /// that cannot be bound there is refused, naming the part.
 pub fn place(path: &Path, watched: bool) -> Result<Place, Replaced> {
-    for p in PARTS.iter().filter(|p| watched || !p.watched_only) {
+    for p in parts().filter(|p| watched || !p.watched_only) {
         let at = Path::new(p.path);
         if !path.starts_with(at) {
             continue;
@@ -168,10 +186,16 @@ pub fn place(path: &Path, watched: bool) -> Result<Place, Replaced> {
     Ok(Place::Root)
 }
 
-/// Whether a path of the view (a caller's, a protected or hidden one) is
-/// placed once /dev is built.
-pub fn under_dev(path: &Path) -> bool {
-    path.starts_with("/dev")
+/// Every part: /dev's device nodes and links (none holds another part),
+/// then [`PARTS`].
+fn parts() -> impl Iterator<Item = Part> {
+    let devices = DEVICES
+        .iter()
+        .map(|&d| part(d, Under::Refused, "a device node"));
+    let links = DEV_LINKS
+        .iter()
+        .map(|&(l, _, what)| part(l, Under::Refused, what));
+    devices.chain(links).chain(PARTS.iter().copied())
 }
 
 #[cfg(test)]
@@ -288,6 +312,20 @@ mod tests {
                     "the job's private, size-capped tmpfs",
                     &under("/tmp")
                 ),
+            ]
+        );
+        // Every device node and link the view's /dev is made of
+        // (`DEVICES`, `DEV_LINKS`, the tables fs.rs builds it from).
+        let dev: Vec<(&str, Option<&str>)> = ["/dev/urandom", "/dev/ptmx", "/dev/stdin/x"]
+            .into_iter()
+            .map(|p| (p, place(Path::new(p), false).err().map(|e| e.what)))
+            .collect();
+        assert_eq!(
+            dev,
+            vec![
+                ("/dev/urandom", Some("a device node")),
+                ("/dev/ptmx", Some("a link to its own terminals")),
+                ("/dev/stdin/x", Some("a link into its /proc")),
             ]
         );
         // With the watcher, its resolver and host names are its own too.
