@@ -323,6 +323,7 @@ fn config_with(small: SocketAddr, bulk: SocketAddr, limits: ProxyLimits) -> Egre
         limits,
         phase: EgressPhase::Agent,
         credentials: None,
+        in_force: Default::default(),
     }
 }
 
@@ -566,6 +567,7 @@ async fn https_latency(requests: usize, host: &str, writes: HttpsWrites) {
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
         credentials,
+        in_force: Default::default(),
     };
     let spliced = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config(None), tx.clone())
         .await
@@ -793,6 +795,7 @@ fn bulk_config(bulk: SocketAddr) -> EgressConfig {
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
         credentials: None,
+        in_force: Default::default(),
     }
 }
 

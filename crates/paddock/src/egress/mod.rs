@@ -48,6 +48,7 @@ pub use auth::PROXY_USER;
 pub use credential::{Credential, CredentialError, Credentials};
 pub use deny::DenyList;
 pub use env::proxy_env;
+pub use refusal::InForce;
 pub use resolve::{Resolver, SystemResolver};
 pub use server::{ProxyLimits, ProxyListener};
 
@@ -92,6 +93,9 @@ pub struct EgressConfig {
     /// The host profile's credentials for this job (`None`: no tunnel is
     /// ever terminated).
     pub credentials: Option<Arc<Credentials>>,
+    /// The host profile the job runs under, as a refusal's advice names
+    /// it (`refusal::InForce`).
+    pub in_force: InForce,
 }
 
 impl EgressConfig {
@@ -159,6 +163,7 @@ impl EgressConfig {
                 EgressPhase::Setup
             },
             credentials,
+            in_force: InForce::of(profile),
         })
     }
 }
@@ -283,6 +288,7 @@ impl EgressProxy {
             resolver: config.resolver,
             limits: config.limits,
             credentials: config.credentials,
+            in_force: config.in_force,
             records,
             auth,
         });

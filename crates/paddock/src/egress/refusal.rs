@@ -14,6 +14,36 @@ use paddock_protocol::EgressPhase;
 /// for them, these are listed apart.
 pub const UNREACHED_RULES: &[&str] = &["resolve", "connect", "upstream_tls", "upstream_timeout"];
 
+/// What bounds the job's lists, as a refused request's advice words it:
+/// the host profile the job runs under and whether its `[network]`
+/// section sets a maximum, or no profile at all (then no profile is
+/// named, and none is said to open an address).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum InForce {
+    /// The job runs under no host profile.
+    #[default]
+    NoProfile,
+    /// A host profile without a `[network]` section: no maximum.
+    Unbounded { profile: String },
+    /// A host profile whose `[network]` section is the lists' maximum.
+    Maximum { profile: String },
+}
+
+impl InForce {
+    /// What is in force for a job under `profile`.
+    pub fn of(profile: Option<&paddock_protocol::HostProfile>) -> InForce {
+        match profile {
+            None => InForce::NoProfile,
+            Some(p) if p.network.is_none() => InForce::Unbounded {
+                profile: p.id.clone(),
+            },
+            Some(p) => InForce::Maximum {
+                profile: p.id.clone(),
+            },
+        }
+    }
+}
+
 /// The longest reason phrase an answer's status line carries.
 pub const MAX_PHRASE: usize = 400;
 
@@ -45,8 +75,14 @@ impl Refusal {
         }
     }
 
-    /// The answer's bytes for `destination` (`host:port`) in `phase`.
-    pub fn answer(&self, destination: &str, phase: EgressPhase) -> Option<Vec<u8>> {
+    /// The answer's bytes for `destination` (`host:port`) in `phase`,
+    /// its advice worded by what is `in_force`.
+    pub fn answer(
+        &self,
+        destination: &str,
+        phase: EgressPhase,
+        in_force: &InForce,
+    ) -> Option<Vec<u8>> {
         let status = self.status?;
         let text = match status {
             400 => "Bad Request",
@@ -68,7 +104,7 @@ impl Refusal {
             phase.as_str(),
             self.reason,
             self.rule,
-            self.how_to_ask(destination, phase)
+            self.how_to_ask(destination, phase, in_force)
         );
         Some(
             format!(
@@ -122,16 +158,40 @@ impl Refusal {
         phrase
     }
 
-    fn how_to_ask(&self, destination: &str, phase: EgressPhase) -> String {
+    fn how_to_ask(&self, destination: &str, phase: EgressPhase, in_force: &InForce) -> String {
         let (field, max) = match phase {
             EgressPhase::Setup => ("setup.network", "network.setup_allow"),
             EgressPhase::Agent => ("network.allow", "network.allow"),
         };
         match self.rule.as_str() {
-            "allowlist" | "ip_literal" => format!(
-                "To reach it, the job's spec must list `{destination}` in `{field}`, within the host profile's `{max}` (docs/egress.md); ask whoever runs this job."
-            ),
-            r if r.starts_with("deny_list:") => "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the host profile opens one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+            "allowlist" | "ip_literal" => {
+                let bound = match in_force {
+                    InForce::Maximum { profile } => {
+                        format!(", within host profile `{profile}`'s `{max}` (docs/egress.md)")
+                    }
+                    InForce::Unbounded { profile } => format!(
+                        " (docs/egress.md; the job's host profile `{profile}` sets no maximum)"
+                    ),
+                    InForce::NoProfile => {
+                        " (docs/egress.md; the job runs under no host profile)".to_string()
+                    }
+                };
+                format!(
+                    "To reach it, the job's spec must list `{destination}` in `{field}`{bound}; ask whoever runs this job."
+                )
+            }
+            r if r.starts_with("deny_list:") => {
+                let how = "one `address:port` at a time (`network.open_addresses`, docs/egress.md)";
+                let opens = match in_force {
+                    InForce::Maximum { profile } | InForce::Unbounded { profile } => {
+                        format!("only the job's host profile (`{profile}`) can open one, {how}")
+                    }
+                    InForce::NoProfile => {
+                        format!("only a host profile can open one, {how}, and the job runs under none")
+                    }
+                };
+                format!("Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; {opens}.")
+            }
             "proxy_auth" => "This proxy serves one job: use the proxy URL of the job's HTTPS_PROXY/HTTP_PROXY as it is (it holds the job's proxy credentials).".to_string(),
             "bad_request" => "Send `CONNECT host:port` for HTTPS, or an absolute `http://host/path` request (set HTTPS_PROXY/HTTP_PROXY).".to_string(),
             "content_encoding" => "The proxy asked the credential host for `accept-encoding: identity` so that it can scan the answer for the credential; a compressed answer is not relayed. Ask the host for an uncompressed one (docs/egress.md).".to_string(),
@@ -155,17 +215,68 @@ mod tests {
             "allowlist",
             "evil.example:443 is not on the agent phase's list",
         );
-        let body = "paddock egress proxy: evil.example:443 refused in the agent phase: evil.example:443 is not on the agent phase's list\nrule: allowlist\nTo reach it, the job's spec must list `evil.example:443` in `network.allow`, within the host profile's `network.allow` (docs/egress.md); ask whoever runs this job.\n";
+        let body = "paddock egress proxy: evil.example:443 refused in the agent phase: evil.example:443 is not on the agent phase's list\nrule: allowlist\nTo reach it, the job's spec must list `evil.example:443` in `network.allow`, within host profile `ci-box`'s `network.allow` (docs/egress.md); ask whoever runs this job.\n";
+        let in_force = InForce::Maximum {
+            profile: "ci-box".into(),
+        };
         assert_eq!(
-            String::from_utf8(r.answer("evil.example:443", EgressPhase::Agent).unwrap()).unwrap(),
+            String::from_utf8(
+                r.answer("evil.example:443", EgressPhase::Agent, &in_force)
+                    .unwrap()
+            )
+            .unwrap(),
             format!(
                 "HTTP/1.1 403 Forbidden (paddock egress proxy: evil.example:443 is not on the agent phase's list; rule allowlist; the spec's `network.allow` must list it)\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: allowlist\r\n\r\n{body}",
                 body.len()
             )
         );
         assert_eq!(
-            Refusal::silent("sni_mismatch", "x").answer("a:1", EgressPhase::Setup),
+            Refusal::silent("sni_mismatch", "x").answer("a:1", EgressPhase::Setup, &in_force),
             None
+        );
+    }
+
+    /// The advice names what bounds the job's lists: its host profile's
+    /// maximum, its profile setting none, or no profile at all (where it
+    /// said "within the host profile's" and "only the host profile opens
+    /// one" for a job under none).
+    #[test]
+    fn the_advice_names_what_is_in_force() {
+        let advice = |r: &Refusal, phase, in_force: &InForce| {
+            let answer = String::from_utf8(r.answer("a.example:443", phase, in_force).unwrap());
+            answer.unwrap().lines().last().unwrap().to_string()
+        };
+        let listed = Refusal::new(403, "allowlist", "not on the list");
+        let denied = Refusal::new(403, "deny_list:loopback", "loopback");
+        let profile =
+            |text: &str| paddock_protocol::HostProfile::from_toml(text, "p.toml").unwrap();
+        let forces = [
+            InForce::of(Some(&profile("id = \"ci-box\"\n[network]\n"))),
+            InForce::of(Some(&profile("id = \"wide\"\n"))),
+            InForce::of(None),
+        ];
+        assert_eq!(
+            forces
+                .iter()
+                .map(|f| [
+                    advice(&listed, EgressPhase::Setup, f),
+                    advice(&denied, EgressPhase::Agent, f)
+                ])
+                .collect::<Vec<_>>(),
+            vec![
+                [
+                    "To reach it, the job's spec must list `a.example:443` in `setup.network`, within host profile `ci-box`'s `network.setup_allow` (docs/egress.md); ask whoever runs this job.".to_string(),
+                    "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the job's host profile (`ci-box`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+                ],
+                [
+                    "To reach it, the job's spec must list `a.example:443` in `setup.network` (docs/egress.md; the job's host profile `wide` sets no maximum); ask whoever runs this job.".to_string(),
+                    "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the job's host profile (`wide`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+                ],
+                [
+                    "To reach it, the job's spec must list `a.example:443` in `setup.network` (docs/egress.md; the job runs under no host profile); ask whoever runs this job.".to_string(),
+                    "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only a host profile can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md), and the job runs under none.".to_string(),
+                ],
+            ]
         );
     }
 
@@ -174,7 +285,8 @@ mod tests {
     #[test]
     fn the_status_line_says_why_printable_and_bounded() {
         let status_line = |r: &Refusal, phase| {
-            let answer = String::from_utf8(r.answer("x:1", phase).unwrap()).unwrap();
+            let answer =
+                String::from_utf8(r.answer("x:1", phase, &InForce::NoProfile).unwrap()).unwrap();
             answer.lines().next().unwrap().to_string()
         };
         let setup = Refusal::new(

@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     pub resolver: Arc<dyn Resolver>,
     pub limits: ProxyLimits,
     pub credentials: Option<Arc<Credentials>>,
+    /// What a refusal's advice names as bounding the job's lists.
+    pub in_force: super::refusal::InForce,
     pub records: mpsc::Sender<EgressRecord>,
     /// The job's kept connections to its credential hosts.
     pub pool: Arc<UpstreamPool>,
@@ -240,7 +242,7 @@ async fn handle(
     if let Err(refusal) = attempt(&mut client, shared, &mut phase_rx, &mut record).await {
         record.allowed = false;
         let destination = destination(&record.host, record.port);
-        if let Some(answer) = refusal.answer(&destination, phase) {
+        if let Some(answer) = refusal.answer(&destination, phase, &shared.in_force) {
             let _ = timeout(shared.limits.head, client.write_all(&answer)).await;
         }
         let _ = client.shutdown().await;

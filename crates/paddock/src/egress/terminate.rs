@@ -194,7 +194,7 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
             if job_buf.is_empty() {
                 let _ = timeout(limits.head, read_head(&mut job, &mut job_buf)).await;
             }
-            if let Some(answer) = refusal.answer(&destination, phase) {
+            if let Some(answer) = refusal.answer(&destination, phase, &shared.in_force) {
                 let _ = timeout(limits.head, job.write_all(&answer)).await;
             }
             let _ = job.shutdown().await;
@@ -210,7 +210,7 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
     record.allowed = true;
     let down = AtomicU64::new(0);
     let mask = |len: usize| cred.mask(len);
-    let answer = |r: &Refusal| r.answer(&destination, phase);
+    let answer = |r: &Refusal| r.answer(&destination, phase, &shared.in_force);
     let job_done = CancellationToken::new();
     let scanning = Scanning {
         needles: cred.needles(),

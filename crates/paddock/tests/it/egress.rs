@@ -154,6 +154,7 @@ impl Proxy {
             limits,
             phase,
             credentials: None,
+            in_force: Default::default(),
         };
         let (tx, records) = mpsc::channel(64);
         let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
@@ -305,7 +306,7 @@ async fn an_ip_literal_is_refused_unless_listed_exactly() {
         status_and_rule(&answer),
         ("HTTP/1.1 403 Forbidden".into(), "ip_literal".into())
     );
-    assert!(answer.ends_with(&format!("paddock egress proxy: 127.0.0.1:{port} refused in the agent phase: 127.0.0.1:{port} is an IP address that is not on the agent phase's list\nrule: ip_literal\nTo reach it, the job's spec must list `127.0.0.1:{port}` in `network.allow`, within the host profile's `network.allow` (docs/egress.md); ask whoever runs this job.\n")), "{answer}");
+    assert!(answer.ends_with(&format!("paddock egress proxy: 127.0.0.1:{port} refused in the agent phase: 127.0.0.1:{port} is an IP address that is not on the agent phase's list\nrule: ip_literal\nTo reach it, the job's spec must list `127.0.0.1:{port}` in `network.allow` (docs/egress.md; the job runs under no host profile); ask whoever runs this job.\n")), "{answer}");
     assert_eq!(
         p.record().await,
         refused(
@@ -517,7 +518,7 @@ async fn names_and_literals_of_denied_addresses_are_refused() {
             ),
             "{name}"
         );
-        assert!(answer.contains("only the host profile opens one, one `address:port` at a time (`network.open_addresses`"), "{answer}");
+        assert!(answer.contains("only a host profile can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md), and the job runs under none."), "{answer}");
         let at = format!("{address}:{port}");
         assert_eq!(
             p.record().await,
@@ -860,6 +861,7 @@ async fn a_loopback_proxy_serves_only_its_jobs_credentials() {
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
         credentials: None,
+        in_force: Default::default(),
     };
     let (tx, mut records) = mpsc::channel(64);
     let token = paddock::secret::Secret::new("0123456789abcdef".into());
@@ -1008,6 +1010,7 @@ async fn the_proxy_serves_a_unix_socket_too() {
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
         credentials: None,
+        in_force: Default::default(),
     };
     let (tx, mut records) = mpsc::channel(8);
     let proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();
@@ -1141,6 +1144,7 @@ async fn a_large_transfer_through_the_forwarder_and_the_unix_socket_is_byte_exac
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
         credentials: None,
+        in_force: Default::default(),
     };
     let (tx, mut records) = mpsc::channel(8);
     let _proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();

@@ -125,6 +125,7 @@ impl Rig {
             limits: ProxyLimits::default(),
             phase: EgressPhase::Agent,
             credentials: Some(creds.clone()),
+            in_force: Default::default(),
         };
         let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
             .await

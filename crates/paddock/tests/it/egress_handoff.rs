@@ -92,6 +92,7 @@ impl UnixProxy {
             },
             phase: EgressPhase::Agent,
             credentials: None,
+            in_force: Default::default(),
         };
         let (tx, records) = mpsc::channel(64);
         let proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();

@@ -300,7 +300,7 @@ fn proxy_env(url: &str) -> String {
     )
 }
 
-const DENIED_BODY: &str = "paddock egress proxy: denied.example:80 refused in the agent phase: denied.example:80 is not on the agent phase's list\nrule: allowlist\nTo reach it, the job's spec must list `denied.example:80` in `network.allow`, within the host profile's `network.allow` (docs/egress.md); ask whoever runs this job.\n";
+const DENIED_BODY: &str = "paddock egress proxy: denied.example:80 refused in the agent phase: denied.example:80 is not on the agent phase's list\nrule: allowlist\nTo reach it, the job's spec must list `denied.example:80` in `network.allow`, within host profile `egress-test`'s `network.allow` (docs/egress.md); ask whoever runs this job.\n";
 
 /// What went through the proxy (the direct attempt never reaches it).
 fn through_the_proxy(port: u16) -> Vec<Attempt> {

@@ -103,6 +103,7 @@ impl Job {
             limits,
             phase,
             credentials: Some(creds.clone()),
+            in_force: Default::default(),
         };
         let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
             .await
