@@ -51,7 +51,7 @@ pub enum AdmitError {
     /// (`sandbox_view.rs`): a path on or under a part its view makes
     /// itself.
     #[error("job refused before start: {0}")]
-    SandboxView(#[from] Box<super::sandbox_view::Unbindable>),
+    SandboxView(Box<super::sandbox_view::Unbindable>),
     /// The host runs every job under one profile and the spec names
     /// another (or, given to the runner without the config's defaults,
     /// none).
@@ -64,14 +64,18 @@ pub enum AdmitError {
 
 impl AdmitError {
     /// The error with the job spec's file named, where it says the host
-    /// profile refuses the job (the refusal names the spec's fields; the
-    /// caller that read the spec from `file` knows which file they are
-    /// in). Other errors are as they were.
+    /// profile refuses the job or the sandbox cannot bind the spec's
+    /// `engine.binary` (the refusal names the spec's fields; the caller
+    /// that read the spec from `file` knows which file they are in).
+    /// Other errors are as they were.
     pub fn in_spec_file(self, file: &std::path::Path) -> AdmitError {
         match self {
             AdmitError::PolicyRefused(mut refusal) => {
                 refusal.spec_file = Some(file.display().to_string());
                 AdmitError::PolicyRefused(refusal)
+            }
+            AdmitError::SandboxView(unbindable) => {
+                AdmitError::SandboxView(Box::new(unbindable.in_spec_file(file)))
             }
             e => e,
         }

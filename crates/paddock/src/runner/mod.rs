@@ -211,7 +211,8 @@ impl Runner {
         // What its sandbox would refuse at launch, refused now.
         if admitted.spec().isolation == paddock_protocol::Isolation::Sandbox {
             let profiled = admitted.shaped.policy.is_some();
-            sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)?;
+            sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)
+                .map_err(AdmitError::SandboxView)?;
         }
         Ok(admitted)
     }

@@ -9,7 +9,7 @@
 //! it is recorded or provisioned instead of failing at its launch. The
 //! helper still checks at launch (the paths may have changed since).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use paddock_protocol::{EngineKind, JobSpec};
 
@@ -20,23 +20,83 @@ use crate::launcher::{self, SandboxPaths, Source};
 
 /// A path of a sandboxed job's view the sandbox would refuse, with where
 /// it comes from and what to change.
-#[derive(Debug, thiserror::Error)]
-#[error("{from}: {refused}{advice}")]
+#[derive(Debug)]
 pub struct Unbindable {
-    /// Which of the job's paths, from which setting.
-    from: String,
+    whence: Whence,
     refused: paddock_sandbox::own_parts::Replaced,
-    /// What to change for that setting ("" when the refusal says it).
-    advice: String,
+    /// The job spec's file, when the path comes from one of its fields
+    /// and the caller read it from a file ([`Unbindable::in_spec_file`]).
+    spec_file: Option<String>,
 }
 
-/// How the job's engine binary was chosen, for a refusal to name.
-fn engine_from(kind: EngineKind, spec: &JobSpec, binary: &Path) -> String {
-    match &spec.engine.binary {
-        Some(p) if p.components().count() > 1 => format!("engine.binary {}", p.display()),
-        _ => format!("`{kind}` found on PATH at {}", binary.display()),
+/// Which of the job's paths, from which setting.
+#[derive(Debug)]
+enum Whence {
+    /// The engine's directories; `pinned`: its binary is the spec's
+    /// `engine.binary`, else found on PATH.
+    Engine {
+        kind: EngineKind,
+        binary: PathBuf,
+        pinned: bool,
+    },
+    /// The job's work, home and tmp, under the jobs directory.
+    Job { jobs: PathBuf },
+    /// What the host profile's hook needs.
+    Hook { exe: PathBuf, jobs: PathBuf },
+}
+
+impl Unbindable {
+    /// The refusal naming `file`, the job spec's, when the path comes
+    /// from one of its fields (`engine.binary`).
+    pub fn in_spec_file(mut self, file: &Path) -> Unbindable {
+        if let Whence::Engine { pinned: true, .. } = self.whence {
+            self.spec_file = Some(file.display().to_string());
+        }
+        self
     }
 }
+
+impl std::fmt::Display for Unbindable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let refused = &self.refused;
+        match &self.whence {
+            Whence::Engine {
+                kind,
+                binary,
+                pinned,
+            } => {
+                let chosen = match (pinned, &self.spec_file) {
+                    (true, Some(file)) => {
+                        format!("engine.binary {} in job spec {file}", binary.display())
+                    }
+                    (true, None) => format!("engine.binary {}", binary.display()),
+                    (false, _) => format!("`{kind}` found on PATH at {}", binary.display()),
+                };
+                write!(
+                    f,
+                    "the sandbox cannot bind engine {kind}'s directories (its package tree, its \
+                     own directory and node's, read-only; {chosen}): {refused} (install the \
+                     engine in a directory of its own and set engine.binary or PATH to it)"
+                )
+            }
+            Whence::Job { jobs } => write!(
+                f,
+                "the sandbox cannot bind the job's work, home and tmp (under the jobs directory \
+                 {}: --jobs-dir or PADDOCK_JOBS_DIR): {refused}",
+                jobs.display()
+            ),
+            Whence::Hook { exe, jobs } => write!(
+                f,
+                "the sandbox cannot bind what the host profile's hook needs (the paddock binary \
+                 {}, the profile and record under the jobs directory {}): {refused}",
+                exe.display(),
+                jobs.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Unbindable {}
 
 /// Refuses `spec`, to run on the `sandbox` rung as job `id` (with a host
 /// profile when `profiled`), when its sandbox would refuse one of its
@@ -95,37 +155,27 @@ pub fn check(
     let Some((source, refused)) = launcher::unbindable(&cmd, &paths) else {
         return Ok(());
     };
-    let (from, advice) = match source {
-        Source::Engine => (
-            format!(
-                "the sandbox cannot bind engine {kind}'s directories (its package tree, its own \
-                 directory and node's, read-only; {})",
-                engine_from(kind, spec, &binary)
-            ),
-            " (install the engine in a directory of its own and set engine.binary or PATH to it)"
-                .to_string(),
-        ),
-        Source::Job => (
-            format!(
-                "the sandbox cannot bind the job's work, home and tmp (under the jobs directory \
-                 {}: --jobs-dir or PADDOCK_JOBS_DIR)",
-                config.paths.jobs.display()
-            ),
-            String::new(),
-        ),
-        Source::Hook => (
-            format!(
-                "the sandbox cannot bind what the host profile's hook needs (the paddock binary \
-                 {}, the profile and record under the jobs directory {})",
-                config.helper_exe.display(),
-                config.paths.jobs.display()
-            ),
-            String::new(),
-        ),
+    let whence = match source {
+        Source::Engine => Whence::Engine {
+            kind,
+            pinned: spec
+                .engine
+                .binary
+                .as_ref()
+                .is_some_and(|p| p.components().count() > 1),
+            binary,
+        },
+        Source::Job => Whence::Job {
+            jobs: config.paths.jobs.clone(),
+        },
+        Source::Hook => Whence::Hook {
+            exe: config.helper_exe.clone(),
+            jobs: config.paths.jobs.clone(),
+        },
     };
     Err(Box::new(Unbindable {
-        from,
+        whence,
         refused,
-        advice,
+        spec_file: None,
     }))
 }

@@ -207,11 +207,13 @@ async fn an_engine_the_sandbox_cannot_bind_is_refused_before_the_job_exists() {
             format!(
                 "paddock: job refused before start: the sandbox cannot bind engine codex's \
                  directories (its package tree, its own directory and node's, read-only; \
-                 engine.binary {engine}): {dir} cannot be bound into the sandbox: it is {dir}, \
+                 engine.binary {engine} in job spec {placed}): {dir} cannot be bound into the \
+                 sandbox: it is {dir}, \
                  which the sandbox makes its own ({what}); give a directory under {dir} or \
                  elsewhere (install the engine in a directory of its own and set engine.binary \
                  or PATH to it)\n",
-                engine = engine.display()
+                engine = engine.display(),
+                placed = placed.display()
             ),
             0,
             0,

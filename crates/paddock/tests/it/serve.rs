@@ -573,6 +573,72 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
     assert_eq!(accepted.status().as_u16(), 202, "{}", server.stderr());
 }
 
+/// A job whose engine the sandbox could not bind (its binary directly in
+/// /tmp, so its directory is the view's own /tmp) is a 422 `bad_input`
+/// at submission with the CLI's message (but for the spec's file, which
+/// only the CLI knows), nothing recorded; it was queued, recorded and
+/// failed at its launch (`runner/sandbox_view.rs`).
+#[tokio::test]
+async fn a_job_whose_engine_the_sandbox_cannot_bind_is_refused_at_submission() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    // A submitted spec may name the engine there.
+    let server = Server::start(&home, &["--allow-path", "/tmp"]).await;
+    let engine = tempfile::Builder::new()
+        .prefix("paddock-codex-")
+        .tempfile_in("/tmp")
+        .unwrap()
+        .into_temp_path();
+    let mut job = spec(&home, "T-1", TURN);
+    std::fs::copy(job["engine"]["binary"].as_str().unwrap(), &engine).unwrap();
+    job["engine"]["binary"] = Value::from(engine.to_str().unwrap());
+    job["isolation"] = Value::from("sandbox");
+    let file = home.path().join("engine-in-tmp.json");
+    std::fs::write(&file, job.to_string()).unwrap();
+    let cli = home.paddock(&["run", file.to_str().unwrap()], &[]).await;
+    let cli_message = String::from_utf8_lossy(&cli.stderr)
+        .trim_end()
+        .strip_prefix("paddock: ")
+        .unwrap()
+        .to_owned();
+    let resp = server.submit(&job, 0).await;
+    assert_eq!(
+        (
+            cli.status.code(),
+            resp.status().as_u16(),
+            body::<Value>(resp).await,
+            home.store().await.jobs(10).await.unwrap(),
+        ),
+        (
+            Some(2),
+            422,
+            serde_json::json!({
+                "type": "urn:paddock:problem:bad_input",
+                "title": "the job spec cannot run",
+                "status": 422,
+                "detail": cli_message.replacen(&format!(" in job spec {}", file.display()), "", 1),
+                "code": "bad_input",
+            }),
+            vec![],
+        )
+    );
+    assert_eq!(
+        cli_message,
+        format!(
+            "job refused before start: the sandbox cannot bind engine codex's directories (its \
+             package tree, its own directory and node's, read-only; engine.binary {} in job spec \
+             {}): /tmp cannot be bound into the sandbox: it is /tmp, which the sandbox makes its \
+             own (the job's private, size-capped tmpfs); give a directory under /tmp or \
+             elsewhere (install the engine in a directory of its own and set engine.binary or \
+             PATH to it)",
+            engine.display(),
+            file.display()
+        )
+    );
+}
+
 #[tokio::test]
 async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
     let home = Home::new();
