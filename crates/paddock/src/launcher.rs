@@ -295,6 +295,66 @@ fn engine_dirs(spec: &CommandSpec) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// The first path the sandbox's planning would refuse, with where it
+    /// comes from: the engine's directory (a binary directly in /tmp),
+    /// the job's own (a jobs directory under /proc), the hook's; none
+    /// when every path can be bound.
+    #[test]
+    fn unbindable_names_where_the_refused_path_comes_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let engine = |program: &Path| CommandSpec {
+            program: program.to_path_buf(),
+            args: vec![],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: root.clone(),
+            stdin: None,
+            protect: vec![],
+        };
+        let paths = |jobs: &Path, extra_ro: Vec<PathBuf>| SandboxPaths {
+            job_id: "j".into(),
+            work: jobs.join("j/work"),
+            home: jobs.join("j/home"),
+            tmp: jobs.join("j/tmp"),
+            broker_socket: jobs.join("j/meta/broker.sock"),
+            egress_socket: None,
+            direct: None,
+            timeout_secs: 1,
+            extra_ro,
+            extra_rw: vec![],
+            limits: default_limits(),
+            allow_without_cgroups: true,
+            cgroup_root: None,
+            notices: None,
+            hidden: vec![],
+        };
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let found = |cmd: &CommandSpec, paths: &SandboxPaths| {
+            unbindable(cmd, paths).map(|(source, e)| (source, e.path))
+        };
+        assert_eq!(
+            [
+                found(&engine(&bin.join("codex")), &paths(&root, vec![])),
+                found(&engine(Path::new("/tmp/codex")), &paths(&root, vec![])),
+                found(
+                    &engine(&bin.join("codex")),
+                    &paths(Path::new("/proc/jobs"), vec![])
+                ),
+                found(
+                    &engine(&bin.join("codex")),
+                    &paths(&root, vec![PathBuf::from("/dev/pts/paddock")])
+                ),
+            ],
+            [
+                None,
+                Some((Source::Engine, PathBuf::from("/tmp"))),
+                Some((Source::Job, PathBuf::from("/proc/jobs/j/work"))),
+                Some((Source::Hook, PathBuf::from("/dev/pts/paddock"))),
+            ]
+        );
+    }
+
     #[test]
     fn engine_dirs_are_the_package_tree_and_non_system_path_entries() {
         let dir = tempfile::tempdir().unwrap();
