@@ -655,6 +655,16 @@ mod tests {
              to unrelated owners, any of whom the wildcard would allow; list the hosts you need, \
              or a wildcard below a domain one owner holds (`*.example.github.io`)"
         );
+        let e = HostProfile::from_toml(
+            "id = \"n\"\n[network]\nsetup_allow = [\"registries\", \"pypi.org\", \"REGISTRIES\"]\n",
+            "n.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile n.toml: field `network.setup_allow[2]`: `network.setup_allow[0]` and \
+             `network.setup_allow[2]` are both `registries`; remove one"
+        );
     }
 
     #[test]

@@ -371,6 +371,49 @@ pub fn parse_list(entries: &[String]) -> Result<Vec<Destination>, (usize, String
     Ok(out)
 }
 
+/// The first entry of `entries` (a list [`parse_list`] reads) that names
+/// the same destination as an earlier one, however written
+/// (`example.com`, `EXAMPLE.com:443`), or the same preset: (the earlier
+/// index, the later one, the destination). A repeat allows nothing more
+/// and is most often a slip (a port or a host meant and mistyped), so
+/// validation refuses it naming both positions. Entries that do not parse
+/// are left to `parse_list`.
+pub fn first_repeat(entries: &[String]) -> Option<(usize, usize, String)> {
+    let mut seen: Vec<String> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let key = match PRESETS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(entry.trim()))
+        {
+            Some((name, _)) => (*name).to_string(),
+            None => match Destination::parse(entry) {
+                Ok(d) => d.to_string(),
+                Err(_) => String::new(),
+            },
+        };
+        if let Some(earlier) = seen.iter().position(|k| !key.is_empty() && *k == key) {
+            return Some((earlier, i, key));
+        }
+        seen.push(key);
+    }
+    None
+}
+
+/// [`parse_list`] and [`first_repeat`] for the list in field `field`
+/// (`network.allow`): the field with the failing index, and why.
+pub fn check_list(field: &str, entries: &[String]) -> Result<(), (String, String)> {
+    parse_list(entries).map_err(|(i, why)| (format!("{field}[{i}]"), why))?;
+    match first_repeat(entries) {
+        Some((earlier, later, destination)) => Err((
+            format!("{field}[{later}]"),
+            format!(
+                "`{field}[{earlier}]` and `{field}[{later}]` are both `{destination}`; remove one"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `[network]` of a job spec: what the agent may reach while it works.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -464,11 +507,14 @@ impl SetupSpec {
                 ),
             ));
         }
-        let entries = self.network.entries();
-        parse_list(&entries).map_err(|(i, why)| match &self.network {
-            SetupNetwork::Preset(_) => ("setup.network".to_string(), why),
-            SetupNetwork::List(_) => (format!("setup.network[{i}]"), why),
-        })?;
+        // One preset name has no index, and nothing to repeat.
+        match &self.network {
+            SetupNetwork::Preset(_) => {
+                parse_list(&self.network.entries())
+                    .map_err(|(_, why)| ("setup.network".to_string(), why))?;
+            }
+            SetupNetwork::List(list) => check_list("setup.network", list)?,
+        }
         if !self.network.is_empty() && self.commands.is_empty() {
             return Err((
                 "setup.network".into(),
@@ -580,9 +626,8 @@ pub struct NetworkLimits {
 impl NetworkLimits {
     /// Why the section is invalid: (field under `network.`, reason).
     pub fn check(&self) -> Result<(), (String, String)> {
-        parse_list(&self.allow).map_err(|(i, why)| (format!("network.allow[{i}]"), why))?;
-        parse_list(&self.setup_allow)
-            .map_err(|(i, why)| (format!("network.setup_allow[{i}]"), why))?;
+        check_list("network.allow", &self.allow)?;
+        check_list("network.setup_allow", &self.setup_allow)?;
         self.opened()
             .map_err(|(i, why)| (format!("network.open_addresses[{i}]"), why))?;
         crate::credential::check_all(&self.credentials, &self.allow, &self.setup_allow)?;
@@ -1063,6 +1108,32 @@ mod tests {
                     .into()
             ))
         );
+        s.network = SetupNetwork::List(vec![
+            "pypi.org".into(),
+            "registries".into(),
+            "PyPI.org:443".into(),
+            "Registries".into(),
+        ]);
+        assert_eq!(
+            s.check(),
+            Err((
+                "setup.network[2]".into(),
+                "`setup.network[0]` and `setup.network[2]` are both `pypi.org:443`; remove one"
+                    .into()
+            ))
+        );
+        s.network = SetupNetwork::List(vec!["registries".into(), " REGISTRIES".into()]);
+        assert_eq!(
+            s.check(),
+            Err((
+                "setup.network[1]".into(),
+                "`setup.network[0]` and `setup.network[1]` are both `registries`; remove one"
+                    .into()
+            ))
+        );
+        // A preset and a host it holds are two entries, not a repeat.
+        s.network = SetupNetwork::List(vec!["registries".into(), "pypi.org".into()]);
+        assert_eq!(s.check(), Ok(()));
         s.network = SetupNetwork::Preset("registries".into());
         assert_eq!(s.check(), Ok(()));
         s.commands.clear();
@@ -1098,6 +1169,37 @@ mod tests {
                 "network.open_addresses[1]".into(),
                 "`localhost:1` must be an address and port (`127.0.0.1:8443`, `[::1]:443`)".into()
             ))
+        );
+        let repeated = |allow: &[&str], setup_allow: &[&str]| NetworkLimits {
+            allow: allow.iter().map(|e| e.to_string()).collect(),
+            setup_allow: setup_allow.iter().map(|e| e.to_string()).collect(),
+            ..NetworkLimits::default()
+        };
+        assert_eq!(
+            [
+                repeated(&["*.github.com", "a.example", "*.GitHub.com:443"], &[]).check(),
+                repeated(
+                    &["[::1]:8443"],
+                    &["10.0.0.1:80", "[::1]:8443", "10.0.0.1:80"]
+                )
+                .check(),
+                repeated(&["a.example:80", "a.example"], &["a.example"]).check(),
+            ],
+            [
+                Err((
+                    "network.allow[2]".into(),
+                    "`network.allow[0]` and `network.allow[2]` are both `*.github.com:443`; \
+                     remove one"
+                        .into()
+                )),
+                Err((
+                    "network.setup_allow[2]".into(),
+                    "`network.setup_allow[0]` and `network.setup_allow[2]` are both \
+                     `10.0.0.1:80`; remove one"
+                        .into()
+                )),
+                Ok(()),
+            ]
         );
     }
 }

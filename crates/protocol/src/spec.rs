@@ -1723,8 +1723,7 @@ impl JobSpec {
                 ));
             }
         }
-        crate::network::parse_list(&self.network.allow)
-            .map_err(|(i, why)| bad(format!("network.allow[{i}]"), why))?;
+        crate::network::check_list("network.allow", &self.network.allow)?;
         if let Err((field, reason)) = self.setup.check() {
             return Err(bad(&field, reason));
         }
@@ -2800,6 +2799,16 @@ scenario = "s.toml"
              (the Public Suffix List's ICANN section): the names below it belong to unrelated \
              owners, any of whom the wildcard would allow; list the hosts you need, or a \
              wildcard below a domain one owner holds (`*.example.co.uk`)"
+        );
+        // The same destination twice, however written: both positions.
+        assert_eq!(
+            parse(
+                "[network]\nallow = [\"example.com\", \"a.example\", \"b.example\", \
+                 \"Example.COM:443\"]\n"
+            )
+            .unwrap_err(),
+            "job spec spec.toml: field `network.allow[3]`: `network.allow[0]` and \
+             `network.allow[3]` are both `example.com:443`; remove one"
         );
         assert_eq!(
             parse("[setup]\ncommands = [\"true\"]\ntimeout_secs = 99999\n").unwrap_err(),
