@@ -46,20 +46,20 @@ pub(super) async fn outcome(
     mut torn: TornDown,
 ) -> Result<Launched, StoreError> {
     let adapter = prov.adapter.as_ref();
+    // What the engine refused, read from what it left: its own refusals
+    // are events with or without a profile; the profile's go through it.
+    // Read on a blocking thread (up to 128 MiB of files the job wrote),
+    // beside the session's keeping: the job is gone, neither writes what
+    // the other reads.
+    let home = prov.ws().home.clone();
+    let kind = adapter.kind();
+    let denials_read =
+        tokio::task::spawn_blocking(move || crate::engines::adapter(kind).denials_after(&home));
     // The session it ran, for a next attempt to resume (its files copied
     // beside the patch).
     let session_save =
         super::resume::keep(em, prov, adapter, torn.parser.summary().session).await?;
-    // What the engine refused, read from what it left: its own refusals
-    // are events with or without a profile; the profile's go through it.
-    // Read on a blocking thread: up to 128 MiB of files the job wrote.
-    let home = prov.ws().home.clone();
-    let kind = adapter.kind();
-    let found = match tokio::task::spawn_blocking(move || {
-        crate::engines::adapter(kind).denials_after(&home)
-    })
-    .await
-    {
+    let found = match denials_read.await {
         Ok(found) => found,
         Err(e) => {
             em.error(

@@ -104,6 +104,9 @@ pub(super) struct Emitter {
     /// The rung's notices already on the job's stream (each is told once,
     /// however many of the job's commands ran without the same thing).
     pub notices: Vec<String>,
+    /// The engine's session id last written to the job's record (as its
+    /// stream announced it): not written again at the job's end.
+    pub session_stored: Option<String>,
 }
 
 impl Emitter {
@@ -127,6 +130,7 @@ impl Emitter {
             egress_seq: 0,
             since: crate::leftovers::Since::now(),
             notices: Vec::new(),
+            session_stored: None,
         }
     }
 

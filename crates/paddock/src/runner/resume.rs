@@ -95,8 +95,13 @@ pub(super) async fn keep(
     let Some(session) = session else {
         return Ok(None);
     };
-    let job_id = em.job_id.clone();
-    em.store.set_engine_session(&job_id, &session).await?;
+    // Written as the stream announced it; again only if it is not the
+    // one written last (one store write less on the job's exit path).
+    if em.session_stored.as_ref() != Some(&session) {
+        let job_id = em.job_id.clone();
+        em.store.set_engine_session(&job_id, &session).await?;
+        em.session_stored = Some(session.clone());
+    }
     let Some(place) = adapter.session_place(&engine_cwd(prov), &session) else {
         return Ok(None);
     };

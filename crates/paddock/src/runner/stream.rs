@@ -290,6 +290,7 @@ async fn emit_line(
                 {
                     if let Some(session) = engines::session_id(detail) {
                         em.store.set_engine_session(&em.job_id, &session).await?;
+                        em.session_stored = Some(session);
                     }
                 }
                 *turn_ended |= matches!(

@@ -89,8 +89,19 @@ pub(super) async fn tear_down(
     };
     // No process of the job outlives it: its group, then anything still
     // pointing into the job's directory (the check that nothing is left).
+    // The engine's output artifacts are finished beside the scan (they
+    // are Paddock's own files; its stderr's copy ends once the last
+    // holder of the pipe, killed by the scan at the latest, is gone).
     process.kill();
-    leftovers_gone(em, rung, root, "its engine ended").await?;
+    let artifacts = async {
+        let raw_error = raw.finish().await;
+        (raw_error, drain_stderr(stderr_task, stderr_stop).await)
+    };
+    let (gone, (raw_error, (stderr_tail, stderr_error))) = tokio::join!(
+        leftovers_gone(em, rung, root, "its engine ended"),
+        artifacts
+    );
+    gone?;
     // Nothing of the job writes to its directory any more: its last
     // measurement runs beside what follows (none of which writes there).
     disk.begin_last();
@@ -99,10 +110,9 @@ pub(super) async fn tear_down(
     if let Some(egress) = egress {
         network::stop(em, egress).await?;
     }
-    if let Some(e) = raw.finish().await {
+    if let Some(e) = raw_error {
         em.error("paddock", e, false).await?;
     }
-    let (stderr_tail, stderr_error) = drain_stderr(stderr_task, stderr_stop).await;
     if let Some(e) = stderr_error {
         em.error("paddock", e, false).await?;
     }
