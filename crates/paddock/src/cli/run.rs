@@ -255,6 +255,11 @@ async fn exec_beside(
             Some(file) => e.in_spec_file(file),
             None => e,
         };
+        // The job runs here: an engine this host cannot find is refused
+        // now, before anything of the job exists.
+        runner
+            .engine_here(&spec)
+            .map_err(|e| failure(e.code(), named(e).into()))?;
         match &prior {
             None => runner
                 .admit(&spec)

@@ -52,6 +52,12 @@ pub enum AdmitError {
     /// itself.
     #[error("job refused before start: {0}")]
     SandboxView(Box<super::sandbox_view::Unbindable>),
+    /// The engine's binary cannot be resolved on this host
+    /// (`engine_bin.rs`): `engine.binary` names no executable, or the
+    /// engine is not on PATH. Asked by the callers whose job runs on the
+    /// host that admits it (`Runner::engine_here`).
+    #[error("job refused before start: {0}")]
+    EngineNotFound(Box<super::engine_bin::Unresolved>),
     /// The host runs every job under one profile and the spec names
     /// another (or, given to the runner without the config's defaults,
     /// none).
@@ -64,8 +70,8 @@ pub enum AdmitError {
 
 impl AdmitError {
     /// The error with the job spec's file named, where it says the host
-    /// profile refuses the job or the sandbox cannot bind the spec's
-    /// `engine.binary` (the refusal names the spec's fields; the caller
+    /// profile refuses the job, or the spec's `engine.binary` cannot be
+    /// found or the sandbox cannot bind it (the refusal names the spec's fields; the caller
     /// that read the spec from `file` knows which file they are in).
     /// Other errors are as they were.
     pub fn in_spec_file(self, file: &std::path::Path) -> AdmitError {
@@ -76,6 +82,9 @@ impl AdmitError {
             }
             AdmitError::SandboxView(unbindable) => {
                 AdmitError::SandboxView(Box::new(unbindable.in_spec_file(file)))
+            }
+            AdmitError::EngineNotFound(unresolved) => {
+                AdmitError::EngineNotFound(Box::new(unresolved.in_spec_file(file)))
             }
             e => e,
         }

@@ -52,7 +52,7 @@ use tokio::sync::broadcast;
 pub use self::admit::{Admitted, Shaped};
 use self::emit::Emitter;
 pub use self::emit::{JobUpdate, Observer};
-pub use self::engine_bin::{engine_path, resolve_engine};
+pub use self::engine_bin::{engine_path, resolve_engine, Unresolved};
 pub use self::error::{AdmitError, ErrorCode, RunError};
 pub use self::next_attempt::AfterError;
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
@@ -215,6 +215,19 @@ impl Runner {
                 .map_err(AdmitError::SandboxView)?;
         }
         Ok(admitted)
+    }
+
+    /// Refuses `spec` when its engine's binary cannot be resolved on this
+    /// host (`engine.binary` naming no executable, or the engine not on
+    /// PATH), with the rules provisioning resolves it by. For the callers
+    /// whose job runs on the host that admits it (`paddock run`, a
+    /// server's turn), before [`Runner::admit`]; not a server's
+    /// submission, whose job any server of a fleet may claim and run,
+    /// where provisioning fails it.
+    pub fn engine_here(&self, spec: &JobSpec) -> Result<(), AdmitError> {
+        resolve_engine(spec, self.config.host_path.as_deref(), &self.config.cwd)
+            .map(drop)
+            .map_err(|e| AdmitError::EngineNotFound(Box::new(e)))
     }
 
     /// Starts an admitted job as a task; `cancel` resolving cancels it.

@@ -151,7 +151,11 @@ pub(super) async fn provision(
     let adapter = engines::adapter(spec.engine.kind);
     let binary = match resolve_engine(spec, job.config.host_path.as_deref(), &job.config.cwd) {
         Ok(b) => b,
-        Err(msg) => {
+        // Checked at admission where the job runs on the host that
+        // admitted it; here again, since the binary may have gone since
+        // (or a fleet's other server admitted it).
+        Err(e) => {
+            let msg = e.to_string();
             em.error("paddock", msg.clone(), true).await?;
             return Err(Stop::End(Ended::failed(msg, true)));
         }

@@ -101,7 +101,7 @@ impl std::error::Error for Unbindable {}
 /// Refuses `spec`, to run on the `sandbox` rung as job `id` (with a host
 /// profile when `profiled`), when its sandbox would refuse one of its
 /// paths. An engine binary that cannot be resolved is left to
-/// provisioning, which fails the job naming it.
+/// [`super::Runner::engine_here`] and provisioning, which name it.
 pub fn check(
     spec: &JobSpec,
     id: &str,

@@ -298,6 +298,60 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
     assert!(!rung.stdin.lock().unwrap().is_empty());
 }
 
+/// An engine binary that is not there: `Runner::engine_here` (the
+/// admission of a job that runs on this host) refuses it naming
+/// `engine.binary`; `Runner::admit` alone (a server's submission, which
+/// another server may run) admits it, and provisioning fails the job with
+/// the same words, an `error` event, its input's fault, its workspace
+/// never made (the check kept there: the binary may go after admission).
+#[tokio::test]
+async fn an_engine_that_is_not_there_is_refused_here_and_failed_at_provisioning() {
+    let host = Host::new().await;
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner(rung.clone());
+    let mut spec = host.spec();
+    let gone = host.root().join("bin/gone");
+    spec.engine.binary = Some(gone.clone());
+    let said = format!(
+        "engine codex: engine.binary {} does not exist or is not executable (set \
+         engine.binary to the engine's executable, or remove it to run `codex` from PATH)",
+        gone.display()
+    );
+    let refused = runner.engine_here(&spec).map_err(|e| e.to_string());
+    let result = run(&runner, &spec).await.0.unwrap();
+    let events = host.store.events(&result.record.id, 0).await.unwrap();
+    let errors: Vec<(String, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Error { message, fatal, .. } => Some((message.clone(), *fatal)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        (
+            refused,
+            result.record.status,
+            result.record.reason.clone(),
+            result.bad_input,
+            errors,
+            rung.launched.lock().unwrap().len(),
+            host.left(),
+        ),
+        (
+            Err(format!("job refused before start: {said}")),
+            JobStatus::Failed,
+            Some(said.clone()),
+            true,
+            vec![(said, true)],
+            0,
+            Vec::<String>::new(),
+        )
+    );
+}
+
 /// The patch's early reads (the base's paths and tree, the user's
 /// excludes file: three `git` processes) start once the engine is
 /// launched, beside its turn, not during provisioning, where they took

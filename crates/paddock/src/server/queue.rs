@@ -325,6 +325,9 @@ impl Queue {
         spec: &JobSpec,
         source: Option<(PathBuf, &BTreeMap<String, String>)>,
     ) -> Result<Turn, TurnError> {
+        // A turn runs on this server: an engine it cannot find is refused
+        // now (a queued job's is not: another server may claim it).
+        self.runner.engine_here(spec)?;
         let mut admitted = self.runner.admit(spec).await?;
         id.clone_into(&mut admitted.id);
         if let Some(message) = self.runner.budget_hold(&admitted).await? {

@@ -184,28 +184,111 @@ async fn bad_scenario_is_bad_input_naming_the_file() {
     assert!(err.contains("txet"), "{err}");
 }
 
+/// An engine `paddock run` cannot find (`engine.binary` naming no file, a
+/// file that is not executable, a bare name not on PATH; no
+/// `engine.binary` and only the other engine on PATH: never a fallback to
+/// it) is refused at admission, exit code 2, naming the field and the spec
+/// file, or PATH, and what to do: no job row, no job directory. Before,
+/// the job was recorded, provisioned and failed (`engine codex: binary …
+/// does not exist or is not executable`).
 #[tokio::test]
-async fn missing_engine_binary_is_a_failed_job_never_a_fallback() {
+async fn an_engine_that_cannot_be_found_is_refused_before_the_job_exists() {
     let home = Home::new();
     let spec = scripted_job(&home, ONE_TURN);
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        "[engine]\nbinary = \"/nonexistent/bin/codex\"\n",
-    );
-    std::fs::write(&spec, text).unwrap();
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
-        .await;
-    assert_eq!(out.status.code(), Some(2));
-    let rec = record(&out);
-    assert_eq!(rec.status, JobStatus::Failed);
-    let msg = "engine codex: binary /nonexistent/bin/codex does not exist or is not executable";
-    assert_eq!(rec.reason.as_deref(), Some(msg));
-    let events = home.store().await.events(&rec.id, 0).await.unwrap();
-    assert!(events.iter().any(
-        |e| matches!(&e.body, EventBody::Error { message, fatal: true, .. } if message == msg)
-    ));
-    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let plain = home.path().join("plain-codex");
+    std::fs::write(&plain, "#!/bin/sh\nexit 99\n").unwrap();
+    // Only Claude Code on this PATH.
+    let bin = home.path().join("only-claude");
+    std::fs::create_dir_all(&bin).unwrap();
+    paddock_test_support::script::write_script(&bin.join("claude"), "#!/bin/sh\nexit 99\n");
+    let only_claude = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let pins = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-engines"),
+    )
+    .unwrap();
+    let codex_version = pins
+        .lines()
+        .find_map(|l| l.strip_prefix("CODEX_VERSION="))
+        .unwrap()
+        .to_owned();
+    let spec_s = spec.display().to_string();
+    let cases = [
+        (
+            Some("/nonexistent/bin/codex".to_string()),
+            None,
+            format!(
+                "engine.binary /nonexistent/bin/codex in job spec {spec_s} does not exist or is \
+                 not executable (set engine.binary to the engine's executable, or remove it to \
+                 run `codex` from PATH)"
+            ),
+        ),
+        (
+            Some(plain.display().to_string()),
+            None,
+            format!(
+                "engine.binary {} in job spec {spec_s} does not exist or is not executable (set \
+                 engine.binary to the engine's executable, or remove it to run `codex` from \
+                 PATH)",
+                plain.display()
+            ),
+        ),
+        (
+            Some("codex-nightly".to_string()),
+            None,
+            format!(
+                "engine.binary `codex-nightly` in job spec {spec_s} was not found on PATH (add \
+                 its directory to PATH, or set engine.binary to the executable's path)"
+            ),
+        ),
+        (
+            None,
+            Some(only_claude.as_str()),
+            format!(
+                "`codex` was not found on PATH (engine.binary is not set); Paddock is tested \
+                 with @openai/codex {codex_version}: from Paddock's checkout: export \
+                 PATH=\"$(scripts/install-engines):$PATH\"; or: npm install -g \
+                 @openai/codex@{codex_version}; or set engine.binary to the engine's executable"
+            ),
+        ),
+    ];
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    for (binary, path, said) in cases {
+        let written = match binary {
+            Some(b) => text.replace("[engine]\n", &format!("[engine]\nbinary = \"{b}\"\n")),
+            None => text.clone(),
+        };
+        std::fs::write(&spec, written).unwrap();
+        let env: Vec<(&str, &str)> = path.into_iter().map(|p| ("PATH", p)).collect();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+            .await;
+        got.push((
+            out.status.code(),
+            stderr(&out),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            home.store().await.jobs(10).await.unwrap(),
+            // No job's directory (the jobs directory's own files aside).
+            std::fs::read_dir(home.jobs())
+                .map(|rd| {
+                    rd.map(|e| e.unwrap())
+                        .filter(|e| e.file_type().unwrap().is_dir())
+                        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        ));
+        want.push((
+            Some(2),
+            format!("paddock: job refused before start: engine codex: {said}\n"),
+            String::new(),
+            vec![],
+            Vec::<String>::new(),
+        ));
+    }
+    assert_eq!(got, want);
 }
 
 #[tokio::test]

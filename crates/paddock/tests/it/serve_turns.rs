@@ -246,6 +246,61 @@ async fn a_turn_whose_budget_is_spent_is_held_and_its_stream_ends() {
     assert_eq!(running_jobs(&server).await, Vec::<String>::new());
 }
 
+/// A turn runs on the server that takes it: one whose `engine.binary`
+/// names no executable is refused at once, 422 `bad_input` naming the
+/// field and what to do, nothing recorded or left. Before, it was
+/// recorded `running` and failed at provisioning. The same spec submitted
+/// to the queue is accepted (any server of a fleet may claim it, with
+/// its own engines) and fails at provisioning with the same words.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_engine_is_not_there_is_refused_a_queued_job_is_not() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let gone = home.path().join("bin/no-codex");
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5", "binary": gone},
+        "upstream": {"provider": "scripted", "scenario": one_answer(&home)},
+        "input": "Hi.",
+        "files": {"a.txt": "a\n"},
+        "isolation": "process",
+    });
+    let said = format!(
+        "engine codex: engine.binary {} does not exist or is not executable (set engine.binary \
+         to the engine's executable, or remove it to run `codex` from PATH)",
+        gone.display()
+    );
+    let resp = post_turn(&server, &turn, true).await;
+    let refused = (resp.status().as_u16(), body::<Value>(resp).await);
+    let nothing = (
+        home.store().await.jobs(10).await.unwrap(),
+        home.leftover_workspaces(),
+    );
+    let mut job = crate::serve::spec(&home, "T-1", crate::serve::TURN);
+    job["engine"]["binary"] = json!(gone);
+    let queued = server.submit_ok(&job, 0).await;
+    let failed = server.wait_for(&queued, crate::serve::is_final).await;
+    assert_eq!(
+        (refused, nothing, failed.status, failed.reason),
+        (
+            (
+                422,
+                json!({
+                    "type": "urn:paddock:problem:bad_input",
+                    "title": "the job spec cannot run",
+                    "status": 422,
+                    "detail": format!("job refused before start: {said}"),
+                    "code": "bad_input",
+                })
+            ),
+            (vec![], Vec::<String>::new()),
+            JobStatus::Failed,
+            Some(said),
+        ),
+        "{}",
+        server.stderr()
+    );
+}
+
 /// A stand-in Codex that makes one model call through its broker, writes
 /// its pid to `pid_file`, and then stalls for five minutes.
 fn stalling_codex(home: &Home, pid_file: &Path) -> String {
