@@ -52,6 +52,23 @@ fn escape(s: &str, keep_layout: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A file name a job made, as Paddock's own text names it (its warnings,
+/// the closeout's lists): every [`dangerous`] character and any
+/// whitespace but a space (which a forge's code span would show as a
+/// space, or a list of names split on) as its escape (`docs/a\u{9}b.md`),
+/// runs of spaces kept.
+pub fn path(s: &str) -> String {
+    let mut shown = String::with_capacity(s.len());
+    for c in s.chars() {
+        if dangerous(c) || (c.is_whitespace() && c != ' ') {
+            shown.extend(c.escape_unicode());
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
+}
+
 /// Whether a terminal could take `c` as a command rather than a glyph,
 /// show the text around it in another order than it is, or show nothing
 /// for it.

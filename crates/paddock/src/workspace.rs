@@ -1490,6 +1490,8 @@ impl Workspace {
             })?;
         }
         let (tree, tracked) = self.stage_work_tree(&git, &index, start).await?;
+        // Named in the warnings as the closeout's lists name files.
+        let shown = |p: &[u8]| crate::terminal_text::path(&String::from_utf8_lossy(p));
         let left_out: Vec<String> = tree
             .junk
             .iter()
@@ -1497,17 +1499,14 @@ impl Workspace {
             .collect();
         let mut warnings = Vec::new();
         if !left_out.is_empty() {
+            let names: Vec<String> = tree.junk.iter().map(|p| shown(p)).collect();
             warnings.push(format!(
                 "left out of the patch as build output, not the job's work: {}",
-                left_out.join(", ")
+                names.join(", ")
             ));
         }
         if !tree.refused.is_empty() {
-            let names: Vec<String> = tree
-                .refused
-                .iter()
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .collect();
+            let names: Vec<String> = tree.refused.iter().map(|p| shown(p)).collect();
             warnings.push(format!(
                 "left out of the patch, named as git's own directory (.git) under another \
                  spelling, which git never stages: {}",
@@ -1520,7 +1519,7 @@ impl Workspace {
                 .too_long
                 .iter()
                 .take(NAMED_TOO_LONG)
-                .map(|(p, len)| format!("{} ({len} bytes)", String::from_utf8_lossy(p)))
+                .map(|(p, len)| format!("{} ({len} bytes)", shown(p)))
                 .collect();
             if tree.too_long.len() > NAMED_TOO_LONG {
                 names.push(format!("and {} more", tree.too_long.len() - NAMED_TOO_LONG));

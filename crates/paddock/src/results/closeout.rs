@@ -211,12 +211,7 @@ fn one_line_within(text: &str, max: usize) -> String {
 /// image, HTML or heading, and no line of its own (a line break became a
 /// space).
 fn code(text: &str) -> String {
-    code_within(text, ITEM_MAX)
-}
-
-/// [`code`] of at most `max` characters (before its fences).
-fn code_within(text: &str, max: usize) -> String {
-    fenced(&one_line_within(text, max))
+    fenced(&one_line(text))
 }
 
 /// A path the job made (a changed file, build output left out) as a
@@ -229,17 +224,33 @@ fn code_within(text: &str, max: usize) -> String {
 /// of text by its words, which named `docs/a<TAB>b.md` `docs/a b.md`, a
 /// file the job never made, and showed a name holding U+202E reversed.
 fn path_code(path: &str) -> String {
-    let mut shown = String::with_capacity(path.len());
-    for c in path.chars() {
-        match crate::terminal_text::dangerous(c) || (c.is_whitespace() && c != ' ') {
-            true => shown.extend(c.escape_unicode()),
-            false => shown.push(c),
+    fenced(&cut(crate::terminal_text::path(path), ITEM_MAX))
+}
+
+/// `text` cut to `max` characters, with `…` where it was cut.
+fn cut(text: String, max: usize) -> String {
+    if text.chars().count() > max {
+        text.chars().take(max).chain(['…']).collect()
+    } else {
+        text
+    }
+}
+
+/// One of Paddock's own warnings as a code span of at most
+/// [`WARNING_MAX`] characters: its line breaks (a git error's) one space
+/// each, every other character as `terminal_text::path` shows it, runs
+/// of spaces kept, so the file names it lists (named by that function)
+/// read as they are. [`code`] made one line of it by its words, which named a
+/// file `docs/a<TAB>b.md` or `a  b.md` `a b.md`.
+fn warning_code(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for (i, line) in text.trim().lines().enumerate() {
+        if i > 0 {
+            shown.push(' ');
         }
+        shown.push_str(&crate::terminal_text::path(line));
     }
-    if shown.chars().count() > ITEM_MAX {
-        shown = shown.chars().take(ITEM_MAX).chain(['…']).collect();
-    }
-    fenced(&shown)
+    fenced(&cut(shown, WARNING_MAX))
 }
 
 /// `flat` (one line) as a code span: fenced by one backtick more than its
@@ -469,7 +480,7 @@ impl EventFacts {
                     return;
                 }
                 if !fatal && source.as_deref() == Some(PADDOCK) {
-                    self.warnings.push(code_within(message, WARNING_MAX));
+                    self.warnings.push(warning_code(message));
                 } else {
                     self.failures.push(code(message));
                 }
@@ -709,7 +720,7 @@ fn render_capped(
     let mut warnings: Vec<String> = input
         .publish_warnings
         .iter()
-        .map(|w| code_within(w, WARNING_MAX))
+        .map(|w| warning_code(w))
         .chain(found.warnings.items.iter().cloned())
         .collect();
     let all_warnings = warnings.len().saturating_add(found.warnings.more);
@@ -1082,6 +1093,55 @@ mod tests {
                 "- `   `",
                 "Left out as build output: `__pycache__\\u{9}/`.",
             ]
+        );
+    }
+
+    /// The `touch_only` warning (its event's text, and its line in the
+    /// closeout's warnings) names the files as the lists do: a tab, a
+    /// newline, a bidirectional override as its escape, runs of spaces
+    /// kept; the warning's own line breaks (a git error's) one space each.
+    /// Before, both made one line of the text by its words: `docs/a b.md`
+    /// for `docs/a<TAB>b.md`, `two spaces.md` for `two  spaces.md`.
+    #[test]
+    fn a_warning_names_the_jobs_files_as_they_are() {
+        let touch_only = ["README.md".to_string()];
+        let changed = [
+            "README.md".to_string(),
+            "docs/a\tb.md".to_string(),
+            "two  spaces.md".to_string(),
+            "x\u{202e}gnp.exe".to_string(),
+        ];
+        let touch = crate::results::scope::warning(&touch_only, &changed).unwrap();
+        let warnings = [
+            touch.clone(),
+            "the branch was not kept:\n  git said  no".into(),
+        ];
+        let text = render(
+            &record(JobStatus::Done, &[]),
+            &[],
+            &CloseoutInput {
+                publish_warnings: &warnings,
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "### Paddock's warnings")
+            .skip(1)
+            .take_while(|l| l.starts_with("- "))
+            .collect();
+        assert_eq!(
+            (touch.as_str(), section),
+            (
+                "the patch changes 3 file(s) outside the ticket's touch_only (README.md): \
+                 docs/a\\u{9}b.md, two  spaces.md, x\\u{202e}gnp.exe",
+                vec![
+                    "- `the patch changes 3 file(s) outside the ticket's touch_only (README.md): \
+                     docs/a\\u{9}b.md, two  spaces.md, x\\u{202e}gnp.exe`",
+                    "- `the branch was not kept:   git said  no`",
+                ]
+            )
         );
     }
 

