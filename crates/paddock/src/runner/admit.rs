@@ -344,7 +344,10 @@ pub(super) fn refused(mut refusal: crate::policy::Refusal, fallback: Option<&str
 fn scenario(spec: &JobSpec) -> Result<Option<Arc<Scenario>>, AdmitError> {
     match (&spec.upstream.provider, &spec.upstream.scenario) {
         (ProviderKind::Scripted, Some(path)) => Ok(Some(Arc::new(
-            Scenario::load(path).map_err(|e| AdmitError::LoadScenario(e.to_string()))?,
+            // Named by the spec's field too: the file is the spec's
+            // choice, and a missing one is most often a path written wrong.
+            Scenario::load(path)
+                .map_err(|e| AdmitError::LoadScenario(format!("upstream.scenario: {e}")))?,
         ))),
         _ => Ok(None),
     }

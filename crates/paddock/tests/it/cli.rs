@@ -184,6 +184,30 @@ async fn bad_scenario_is_bad_input_naming_the_file() {
     assert!(err.contains("txet"), "{err}");
 }
 
+/// A scenario file that is not there is refused naming the spec's field
+/// (`upstream.scenario`) and the path, exit code 2, no job; before, only
+/// the path was named.
+#[tokio::test]
+async fn a_missing_scenario_is_refused_naming_the_field() {
+    let home = Home::new();
+    let spec = scripted_job(&home, ONE_TURN);
+    let scenario = spec.with_file_name("scenario.toml");
+    std::fs::remove_file(&scenario).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(2),
+            format!(
+                "paddock: upstream.scenario: cannot read scenario {}: No such file or directory \
+                 (os error 2)\n",
+                scenario.display()
+            )
+        )
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
 /// An engine `paddock run` cannot find (`engine.binary` naming no file, a
 /// file that is not executable, a bare name not on PATH; no
 /// `engine.binary` and only the other engine on PATH: never a fallback to
