@@ -827,10 +827,15 @@ async fn events_follow_tails_until_the_job_ends() {
         .unwrap();
     rec.status = JobStatus::Done;
     store.finish_job(&rec, JobStatus::Running).await.unwrap();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
-        .await
-        .expect("--follow ends when the job ends")
-        .unwrap();
+    // A guard against following forever, not a measure: a loaded host
+    // may take seconds to see the end.
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("--follow ends when the job ends")
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events: Vec<paddock_protocol::AgentEvent> = String::from_utf8_lossy(&out.stdout)
         .lines()
