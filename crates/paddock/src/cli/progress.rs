@@ -101,6 +101,13 @@ impl Observer for Progress {
 /// the engine's stderr; the names of changed files) is shown as one line
 /// safe for a terminal (`terminal_text::line`).
 pub fn summary(r: &JobRecord) -> String {
+    summary_fetched(r, None)
+}
+
+/// [`summary`] for the job `paddock run` ran: with the local source
+/// repository its branch was fetched into (`in_source`), said after the
+/// changed files; nothing of the kind when it was not fetched.
+pub fn summary_fetched(r: &JobRecord, in_source: Option<&std::path::Path>) -> String {
     use paddock::terminal_text::line;
     let mut s = String::new();
     s.push_str(&format!("job {}  {}\n", r.id, r.status.as_str()));
@@ -133,6 +140,13 @@ pub fn summary(r: &JobRecord) -> String {
         .filter(|_| !r.changed_files.is_empty())
     {
         s.push_str(&format!("  patch:    {}\n", line(p)));
+    }
+    if let Some(source) = in_source {
+        s.push_str(&format!(
+            "  branch:   {} fetched into the source repository {}\n",
+            line(&r.branch),
+            line(&source.display().to_string())
+        ));
     }
     if let Some(at) = r.disposed_at {
         s.push_str(&format!(
@@ -223,13 +237,29 @@ mod tests {
         };
         let unchanged = lines(&job);
         job.changed_files = vec!["a.txt".to_owned()];
+        let fetched: Vec<String> =
+            summary_fetched(&job, Some(std::path::Path::new("/home/me/widgets")))
+                .lines()
+                .filter(|l| {
+                    l.starts_with("  changed:")
+                        || l.starts_with("  patch:")
+                        || l.starts_with("  branch:")
+                })
+                .map(str::to_owned)
+                .collect();
         assert_eq!(
-            (unchanged, lines(&job)),
+            (unchanged, lines(&job), fetched),
             (
                 vec!["  changed:  nothing".to_owned()],
                 vec![
                     "  changed:  a.txt".to_owned(),
                     "  patch:    /data/artifacts/job-1/patch.diff".to_owned()
+                ],
+                vec![
+                    "  changed:  a.txt".to_owned(),
+                    "  patch:    /data/artifacts/job-1/patch.diff".to_owned(),
+                    "  branch:   paddock/T-1/1 fetched into the source repository /home/me/widgets"
+                        .to_owned()
                 ]
             )
         );

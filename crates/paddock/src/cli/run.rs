@@ -334,7 +334,10 @@ async fn exec_beside(
             .context("serialize the job record")?;
         outln!("{out}");
     } else {
-        out!("{}", progress::summary(&result.record));
+        out!(
+            "{}",
+            progress::summary_fetched(&result.record, result.in_source.as_deref())
+        );
     }
     Ok(match result.record.status {
         _ if result.bad_input => exit::BAD_INPUT,

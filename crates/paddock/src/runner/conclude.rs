@@ -226,6 +226,8 @@ pub(super) async fn conclude(
     })
     .await?;
     let mut session_save = None;
+    // The local source the job's branch was fetched into, if it was.
+    let mut in_source = None;
     let mut status_reason = match launched {
         Ok(Launched {
             status,
@@ -359,6 +361,9 @@ pub(super) async fn conclude(
                 )
                 .await?;
             }
+            if published.in_source {
+                in_source.clone_from(&spec.repository.path);
+            }
             for warning in published.warnings {
                 em.error("paddock", warning, false).await?;
             }
@@ -418,6 +423,7 @@ pub(super) async fn conclude(
     let (status, reason) = status_reason;
     let mut result = finish(em, record, started, status, reason, false).await?;
     result.kept_workspace = kept;
+    result.in_source = in_source;
     Ok(result)
 }
 
@@ -584,6 +590,7 @@ pub(super) async fn finish(
         record,
         bad_input,
         kept_workspace: None,
+        in_source: None,
     })
 }
 

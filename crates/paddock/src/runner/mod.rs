@@ -155,6 +155,10 @@ pub struct RunResult {
     pub bad_input: bool,
     /// The workspace, when it was kept (`--keep`).
     pub kept_workspace: Option<PathBuf>,
+    /// The local source repository the job's branch was fetched into;
+    /// `None` when it was not (no change, a fetch that failed, a URL
+    /// source).
+    pub in_source: Option<PathBuf>,
 }
 
 impl Runner {

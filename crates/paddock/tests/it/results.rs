@@ -7441,3 +7441,42 @@ async fn a_head_based_closeout_names_the_branch_the_job_started_from() {
         "{closeout}"
     );
 }
+
+/// `paddock run`'s summary of a job on a local source that changed
+/// something says its branch was fetched into the source repository,
+/// naming both; a job that changed nothing (no branch fetched) says
+/// nothing of it. Before, the summary never said where the branch went.
+#[tokio::test]
+async fn the_run_summary_says_the_branch_was_fetched_into_the_source() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let branch_lines = |out: std::process::Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("  branch:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let changing = stand_in_job(&home, &repo, &finishing("echo hi > hello.txt"));
+    let fetched = home
+        .paddock(&["run", changing.to_str().unwrap()], &[])
+        .await;
+    let nothing = stand_in_job(&home, &repo, &finishing("true"));
+    let unfetched = home.paddock(&["run", nothing.to_str().unwrap()], &[]).await;
+    let branch = git(&repo, &["branch", "--list", "paddock/*"]);
+    assert_eq!(
+        (
+            branch_lines(fetched),
+            branch_lines(unfetched),
+            branch.trim()
+        ),
+        (
+            vec![format!(
+                "  branch:   paddock/T-1/1 fetched into the source repository {}",
+                repo.display()
+            )],
+            vec![],
+            "paddock/T-1/1"
+        )
+    );
+}
