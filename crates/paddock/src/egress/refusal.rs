@@ -14,6 +14,19 @@ use paddock_protocol::EgressPhase;
 /// for them, these are listed apart.
 pub const UNREACHED_RULES: &[&str] = &["resolve", "connect", "upstream_tls", "upstream_timeout"];
 
+/// `items` (egress records, or what was kept of them) split by their
+/// rule (`rule_of`) into those refused, which a spec field asks for, and
+/// those allowed but not reached ([`UNREACHED_RULES`]), each in order:
+/// the one split the closeout's lists and a failed setup's reason make.
+pub fn split_unreached<T>(
+    items: impl IntoIterator<Item = T>,
+    rule_of: fn(&T) -> Option<&str>,
+) -> (Vec<T>, Vec<T>) {
+    items
+        .into_iter()
+        .partition(|item| !rule_of(item).is_some_and(|rule| UNREACHED_RULES.contains(&rule)))
+}
+
 /// What bounds the job's lists, as a refused request's advice words it:
 /// the host profile the job runs under and whether its `[network]`
 /// section sets a maximum, or no profile at all (then no profile is
@@ -233,6 +246,26 @@ mod tests {
         assert_eq!(
             Refusal::silent("sni_mismatch", "x").answer("a:1", EgressPhase::Setup, &in_force),
             None
+        );
+    }
+
+    /// The split both lists use: refused (no rule counts as refused) and
+    /// unreached, each in order.
+    #[test]
+    fn refusals_split_from_destinations_not_reached() {
+        let rules = [
+            Some("allowlist"),
+            Some("connect"),
+            None,
+            Some("resolve"),
+            Some("deny_list:loopback"),
+        ];
+        assert_eq!(
+            split_unreached(rules, |r| *r),
+            (
+                vec![Some("allowlist"), None, Some("deny_list:loopback")],
+                vec![Some("connect"), Some("resolve")]
+            )
         );
     }
 

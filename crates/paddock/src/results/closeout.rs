@@ -564,17 +564,17 @@ impl EventFacts {
     /// destinations that were allowed but not reached
     /// (`UNREACHED_RULES`: no spec field asks for them).
     fn refused_destinations(&self, unreached: bool) -> Vec<String> {
-        use crate::egress::refusal::UNREACHED_RULES;
         let mut out = if unreached {
             Vec::new()
         } else {
             self.without_destination()
         };
-        let listed = self
-            .refused
-            .iter()
-            .filter(|((_, _, _, rule), _)| UNREACHED_RULES.contains(&rule.as_str()) == unreached);
-        out.extend(listed.map(|((host, port, phase, rule), n)| {
+        let (refused, not_reached) =
+            crate::egress::refusal::split_unreached(&self.refused, |((_, _, _, rule), _)| {
+                Some(rule.as_str())
+            });
+        let listed = if unreached { not_reached } else { refused };
+        out.extend(listed.into_iter().map(|((host, port, phase, rule), n)| {
             let times = if *n == 1 {
                 String::new()
             } else {

@@ -221,21 +221,23 @@ async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, Se
 /// then those on the setup phase's list it could not reach (which asking
 /// would not help); `None` when there are neither.
 fn refusals_said(records: &[paddock_protocol::EgressRecord]) -> Option<String> {
-    let mut refused: Vec<String> = Vec::new();
-    let mut unreached: Vec<String> = Vec::new();
-    for r in records {
-        if r.allowed || r.phase != paddock_protocol::EgressPhase::Setup || r.port == 0 {
-            continue;
+    let setup = records
+        .iter()
+        .filter(|r| !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0);
+    let (refused, unreached) =
+        crate::egress::refusal::split_unreached(setup, |r| r.rule.as_deref());
+    // Each destination once, in the order first met.
+    let named = |records: Vec<&paddock_protocol::EgressRecord>| {
+        let mut list: Vec<String> = Vec::new();
+        for r in records {
+            let named = refusal_named(&r.host, r.port, r.rule.as_deref());
+            if !list.contains(&named) {
+                list.push(named);
+            }
         }
-        let named = refusal_named(&r.host, r.port, r.rule.as_deref());
-        let list = match r.rule.as_deref() {
-            Some(rule) if crate::egress::refusal::UNREACHED_RULES.contains(&rule) => &mut unreached,
-            _ => &mut refused,
-        };
-        if !list.contains(&named) {
-            list.push(named);
-        }
-    }
+        list
+    };
+    let (refused, unreached) = (named(refused), named(unreached));
     let mut said = Vec::new();
     if !refused.is_empty() {
         said.push(format!(
