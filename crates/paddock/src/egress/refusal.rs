@@ -43,6 +43,23 @@ pub enum InForce {
 }
 
 impl InForce {
+    /// What bounds a list whose maximum is the profile's `max` (a field of
+    /// its `[network]`), as advice words it after the spec's field: within
+    /// that maximum, or that there is none.
+    pub fn bound(&self, max: &str) -> String {
+        match self {
+            InForce::Maximum { profile } => {
+                format!(", within host profile `{profile}`'s `{max}` (docs/egress.md)")
+            }
+            InForce::Unbounded { profile } => {
+                format!(" (docs/egress.md; the job's host profile `{profile}` sets no maximum)")
+            }
+            InForce::NoProfile => {
+                " (docs/egress.md; the job runs under no host profile)".to_string()
+            }
+        }
+    }
+
     /// What is in force for a job under `profile`.
     pub fn of(profile: Option<&paddock_protocol::HostProfile>) -> InForce {
         match profile {
@@ -178,17 +195,7 @@ impl Refusal {
         };
         match self.rule.as_str() {
             "allowlist" | "ip_literal" => {
-                let bound = match in_force {
-                    InForce::Maximum { profile } => {
-                        format!(", within host profile `{profile}`'s `{max}` (docs/egress.md)")
-                    }
-                    InForce::Unbounded { profile } => format!(
-                        " (docs/egress.md; the job's host profile `{profile}` sets no maximum)"
-                    ),
-                    InForce::NoProfile => {
-                        " (docs/egress.md; the job runs under no host profile)".to_string()
-                    }
-                };
+                let bound = in_force.bound(max);
                 format!(
                     "To reach it, the job's spec must list `{destination}` in `{field}`{bound}; ask whoever runs this job."
                 )

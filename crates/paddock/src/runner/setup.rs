@@ -178,7 +178,9 @@ pub(super) async fn run(
             if let Some(e) = egress.take() {
                 network::stop(em, e).await?;
             }
-            return Err(with_refusals(em, failure).await?);
+            let in_force =
+                crate::egress::refusal::InForce::of(job.policy.as_ref().map(|p| &p.profile));
+            return Err(with_refusals(em, failure, &in_force).await?);
         }
     }
     // Every command succeeded and nothing they started is left; what
@@ -203,13 +205,17 @@ const REFUSALS_NAMED: usize = 5;
 /// of a failed `npm ci` or `pip download`, and where to ask for them. A
 /// cancelled setup's reason, and a failure with no refusal, stay as they
 /// are.
-async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, SetupStop> {
+async fn with_refusals(
+    em: &Emitter,
+    failure: SetupStop,
+    in_force: &crate::egress::refusal::InForce,
+) -> Result<SetupStop, SetupStop> {
     let SetupStop::Failed(LaunchFailure::Step(reason)) = failure else {
         return Ok(failure);
     };
     let records = em.store.egress(&em.job_id).await?;
     Ok(SetupStop::Failed(LaunchFailure::Step(
-        match refusals_said(&records) {
+        match refusals_said(&records, in_force) {
             Some(said) => format!("{reason}. {said}"),
             None => reason,
         },
@@ -220,7 +226,10 @@ async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, Se
 /// destinations the proxy refused during setup and where to ask for them,
 /// then those on the setup phase's list it could not reach (which asking
 /// would not help); `None` when there are neither.
-fn refusals_said(records: &[paddock_protocol::EgressRecord]) -> Option<String> {
+fn refusals_said(
+    records: &[paddock_protocol::EgressRecord],
+    in_force: &crate::egress::refusal::InForce,
+) -> Option<String> {
     let setup = records
         .iter()
         .filter(|r| !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0);
@@ -241,8 +250,9 @@ fn refusals_said(records: &[paddock_protocol::EgressRecord]) -> Option<String> {
     let mut said = Vec::new();
     if !refused.is_empty() {
         said.push(format!(
-            "The egress proxy refused during setup: {}; a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)",
-            named_list(refused)
+            "The egress proxy refused during setup: {}; a spec asks for a destination in `setup.network`{}",
+            named_list(refused),
+            in_force.bound("network.setup_allow")
         ));
     }
     if !unreached.is_empty() {
@@ -447,18 +457,60 @@ mod tests {
             .into_iter()
             .chain(unreached.clone())
             .collect();
+        let max = crate::egress::refusal::InForce::Maximum {
+            profile: "box".to_owned(),
+        };
         assert_eq!(
             [
-                refusals_said(&both),
-                refusals_said(&unreached),
-                refusals_said(&[refused]),
-                refusals_said(&[agent, allowed]),
+                refusals_said(&both, &max),
+                refusals_said(&unreached, &max),
+                refusals_said(&[refused], &max),
+                refusals_said(&[agent, allowed], &max),
             ],
             [
-                Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md). On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): `localhost:18799` (connect), `nosuchhost.invalid:443` (resolve)".to_owned()),
+                Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within host profile `box`'s `network.setup_allow` (docs/egress.md). On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): `localhost:18799` (connect), `nosuchhost.invalid:443` (resolve)".to_owned()),
                 Some("On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): `localhost:18799` (connect), `nosuchhost.invalid:443` (resolve)".to_owned()),
-                Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)".to_owned()),
+                Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within host profile `box`'s `network.setup_allow` (docs/egress.md)".to_owned()),
                 None,
+            ]
+        );
+    }
+
+    /// A failed setup's advice for a refused destination says what bounds
+    /// the setup list: the host profile's maximum, a profile that sets
+    /// none, or no profile at all; where it named "the host profile's
+    /// `network.setup_allow`" whether or not a profile was in force.
+    #[test]
+    fn a_failed_setups_advice_names_what_bounds_its_list() {
+        use crate::egress::refusal::InForce;
+        let refused = paddock_protocol::EgressRecord {
+            port: 443,
+            phase: paddock_protocol::EgressPhase::Setup,
+            rule: Some("allowlist".to_owned()),
+            ..crate::store::fixtures::egress_attempt("evil.example")
+        };
+        let said = |in_force: InForce| refusals_said(std::slice::from_ref(&refused), &in_force);
+        let head = "The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`";
+        assert_eq!(
+            [
+                said(InForce::Maximum {
+                    profile: "ci-box".to_owned()
+                }),
+                said(InForce::Unbounded {
+                    profile: "wide".to_owned()
+                }),
+                said(InForce::NoProfile),
+            ],
+            [
+                Some(format!(
+                    "{head}, within host profile `ci-box`'s `network.setup_allow` (docs/egress.md)"
+                )),
+                Some(format!(
+                    "{head} (docs/egress.md; the job's host profile `wide` sets no maximum)"
+                )),
+                Some(format!(
+                    "{head} (docs/egress.md; the job runs under no host profile)"
+                )),
             ]
         );
     }

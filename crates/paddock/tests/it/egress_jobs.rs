@@ -355,7 +355,7 @@ async fn on_the_sandbox_rung_curl_goes_through_the_proxy_and_nowhere_else() {
 }
 
 /// The closeout's section listing what the curl job was refused.
-const REFUSED: &str = "Network refused\nDestinations the job was refused, by its egress proxy or tried directly past it (rules `direct:…`; a spec asks for one in `network.allow` or `setup.network`, within the host profile's maximum; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
+const REFUSED: &str = "Network refused\nDestinations the job was refused, by its egress proxy or tried directly past it (rules `direct:…`; a spec asks for one in `network.allow` or `setup.network`, within its host profile's maximum where one sets it; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
@@ -603,7 +603,7 @@ async fn a_setup_failing_on_a_refused_destination_names_it_in_the_reason() {
     let reason = format!(
         "setup command 1 of 1 (`{command}`) exited with code 56; the engine was not started. \
          The egress proxy refused during setup: `registry.example:80` (allowlist), `files.example:443` (allowlist); \
-         a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)"
+         a spec asks for a destination in `setup.network`, within host profile `egress-test`'s `network.setup_allow` (docs/egress.md)"
     );
     assert_eq!(
         (rec.status, rec.reason.as_deref()),
