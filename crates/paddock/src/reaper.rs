@@ -1055,7 +1055,7 @@ async fn save_patch(
 /// (that alone when the spec cannot be read).
 async fn patch_bound(store: &dyn Store, job_id: &str) -> u64 {
     let limit = match store.job_spec(job_id).await {
-        Ok(Some(text)) => paddock_protocol::JobSpec::from_json(&text, Path::new("the store"))
+        Ok(Some(text)) => paddock_protocol::JobSpec::from_stored(&text, Path::new("the store"))
             .map(|spec| spec.limits.max_disk_bytes)
             .ok(),
         _ => None,

@@ -118,11 +118,12 @@ pub async fn next_attempt(
         .ok_or_else(|| RequeueError::NoSpec {
             job_id: job_id.clone(),
         })?;
-    let mut spec =
-        JobSpec::from_json(&text, Path::new("the store")).map_err(|e| RequeueError::LoadSpec {
+    let mut spec = JobSpec::from_stored(&text, Path::new("the store")).map_err(|e| {
+        RequeueError::LoadSpec {
             job_id: job_id.clone(),
             message: e.to_string(),
-        })?;
+        }
+    })?;
     let follows = store
         .job_follows(&job_id)
         .await

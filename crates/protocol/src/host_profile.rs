@@ -287,18 +287,41 @@ impl HostProfile {
         })
     }
 
+    /// Parses a profile the store kept (`paddock profile save`'s JSON),
+    /// read again after it was saved. It is validated as a new profile
+    /// is, but a rule that only refuses a slip in new input, and was
+    /// added after the profile may have been saved, is applied by mending
+    /// instead: the same destination twice in one list
+    /// (`network::check_list`) is read as once. Every rule the host relies
+    /// on still refuses it.
+    pub fn from_stored_json(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
+        let keys: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).unwrap_or_default();
+        deprecated_keys(|k| keys.contains_key(k), origin)?;
+        let mut profile = HostProfile::json_unchecked(text, origin)?;
+        if let Some(network) = &mut profile.network {
+            network.drop_repeats();
+        }
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
     fn json_only(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
+        let profile = HostProfile::json_unchecked(text, origin)?;
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
+    fn json_unchecked(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let profile: HostProfile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let (field, message) = crate::parse_error::json(e);
             ProfileError::Parse {
                 origin: origin.to_string(),
                 field,
                 message: without_deprecated(&message),
             }
-        })?;
-        profile.validate(origin)?;
-        Ok(profile)
+        })
     }
 
     /// Parses TOML (the same keys); `origin` names the source in errors.
@@ -701,6 +724,45 @@ mod tests {
             e.to_string()
                 .contains("a key is referenced as `env:NAME` or `file:PATH`"),
             "{e}"
+        );
+    }
+
+    /// A profile the store kept from before repeats were refused
+    /// (009c378) reads again with each repeat once, where a new one with
+    /// them is refused; one breaking a rule the host relies on (an
+    /// opened address without a port) is still refused.
+    #[test]
+    fn a_stored_profile_with_repeats_reads_them_once() {
+        let body = r#"{"id":"old","network":{"allow":["a.example","A.example:443"],"setup_allow":["registries","pypi.org","Registries"]}}"#;
+        assert_eq!(
+            (
+                HostProfile::from_stored_json(body, "host_profiles.old")
+                    .map(|p| p.network)
+                    .map_err(|e| e.to_string()),
+                HostProfile::from_json(body, "p.json").map_err(|e| e.to_string()),
+                HostProfile::from_stored_json(
+                    r#"{"id":"old","network":{"open_addresses":["127.0.0.1"]}}"#,
+                    "host_profiles.old"
+                )
+                .map_err(|e| e.to_string()),
+            ),
+            (
+                Ok(Some(NetworkLimits {
+                    allow: vec!["a.example".into()],
+                    setup_allow: vec!["registries".into(), "pypi.org".into()],
+                    ..NetworkLimits::default()
+                })),
+                Err(
+                    "host profile p.json: field `network.allow[1]`: `network.allow[0]` and \
+                     `network.allow[1]` are both `a.example:443`; remove one"
+                        .into()
+                ),
+                Err(
+                    "host profile host_profiles.old: field `network.open_addresses[0]`: \
+                     `127.0.0.1` must be an address and port (`127.0.0.1:8443`, `[::1]:443`)"
+                        .into()
+                ),
+            )
         );
     }
 }

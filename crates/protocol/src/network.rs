@@ -371,6 +371,53 @@ pub fn parse_list(entries: &[String]) -> Result<Vec<Destination>, (usize, String
     Ok(out)
 }
 
+/// The key two entries of a destination list share when they name the
+/// same destination, however written (`example.com`, `EXAMPLE.com:443`),
+/// or the same preset (`registries`, ` REGISTRIES`): the preset's name, or
+/// the destination as shown; `None` for an entry that does not parse.
+fn repeat_key(entry: &str) -> Option<String> {
+    match PRESETS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(entry.trim()))
+    {
+        Some((name, _)) => Some((*name).to_string()),
+        None => Destination::parse(entry).ok().map(|d| d.to_string()),
+    }
+}
+
+/// The first entry of `entries` whose `key` an earlier one shares: (the
+/// earlier index, the later one, the key). Entries without a key (that
+/// do not parse) repeat nothing.
+fn first_repeat_by(
+    entries: &[String],
+    key: impl Fn(&str) -> Option<String>,
+) -> Option<(usize, usize, String)> {
+    let mut seen: Vec<Option<String>> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let k = key(entry);
+        if let Some(k) = &k {
+            if let Some(earlier) = seen.iter().position(|s| s.as_ref() == Some(k)) {
+                return Some((earlier, i, k.clone()));
+            }
+        }
+        seen.push(k);
+    }
+    None
+}
+
+/// `entries` without each entry whose `key` an earlier one shares.
+fn drop_repeats_by(entries: &mut Vec<String>, key: impl Fn(&str) -> Option<String>) {
+    let mut seen: Vec<String> = Vec::new();
+    entries.retain(|entry| match key(entry) {
+        Some(k) if seen.contains(&k) => false,
+        Some(k) => {
+            seen.push(k);
+            true
+        }
+        None => true,
+    });
+}
+
 /// The first entry of `entries` (a list [`parse_list`] reads) that names
 /// the same destination as an earlier one, however written
 /// (`example.com`, `EXAMPLE.com:443`), or the same preset: (the earlier
@@ -379,24 +426,17 @@ pub fn parse_list(entries: &[String]) -> Result<Vec<Destination>, (usize, String
 /// validation refuses it naming both positions. Entries that do not parse
 /// are left to `parse_list`.
 pub fn first_repeat(entries: &[String]) -> Option<(usize, usize, String)> {
-    let mut seen: Vec<String> = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        let key = match PRESETS
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(entry.trim()))
-        {
-            Some((name, _)) => (*name).to_string(),
-            None => match Destination::parse(entry) {
-                Ok(d) => d.to_string(),
-                Err(_) => String::new(),
-            },
-        };
-        if let Some(earlier) = seen.iter().position(|k| !key.is_empty() && *k == key) {
-            return Some((earlier, i, key));
-        }
-        seen.push(key);
-    }
-    None
+    first_repeat_by(entries, repeat_key)
+}
+
+/// `entries` without the later of any two that [`first_repeat`] finds
+/// the same: how a list stored before repeats were refused is read
+/// again (`JobSpec::from_stored`, `HostProfile::from_stored_json`). A
+/// repeat allows nothing more, so dropping it changes nothing the list
+/// allows; refusing it there would fail a job, or a profile, that was
+/// admitted under the rules of its day.
+pub fn drop_repeats(entries: &mut Vec<String>) {
+    drop_repeats_by(entries, repeat_key);
 }
 
 /// [`parse_list`] and [`first_repeat`] for the list in field `field`
@@ -525,6 +565,15 @@ impl SetupSpec {
     }
 }
 
+impl SetupSpec {
+    /// `setup.network`'s list without its repeats ([`drop_repeats`]).
+    pub fn drop_repeats(&mut self) {
+        if let SetupNetwork::List(list) = &mut self.network {
+            drop_repeats(list);
+        }
+    }
+}
+
 impl Default for SetupSpec {
     fn default() -> Self {
         SetupSpec {
@@ -632,6 +681,12 @@ impl NetworkLimits {
             .map_err(|(i, why)| (format!("network.open_addresses[{i}]"), why))?;
         crate::credential::check_all(&self.credentials, &self.allow, &self.setup_allow)?;
         Ok(())
+    }
+
+    /// The lists without their repeats ([`drop_repeats`]).
+    pub fn drop_repeats(&mut self) {
+        drop_repeats(&mut self.allow);
+        drop_repeats(&mut self.setup_allow);
     }
 
     /// The opened addresses, parsed.

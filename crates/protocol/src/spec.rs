@@ -867,17 +867,38 @@ impl JobSpec {
 
     /// Parses JSON; `origin` names the source in errors.
     pub fn from_json(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
+        let spec = JobSpec::json_only(text, origin)?;
+        spec.validate(origin)?;
+        Ok(spec)
+    }
+
+    /// Parses a spec the store kept (the JSON admission wrote, its paths
+    /// already absolute), read again after it was admitted: by a requeue,
+    /// `paddock publish`, a next attempt (`--attempt-after`, a turn), the
+    /// reaper, a server taking a queued job. It is validated as a new spec
+    /// is, but a rule that only refuses a slip in new input, and was
+    /// added after the spec may have been admitted, is applied by
+    /// mending instead: the same destination twice in one list
+    /// (`network::check_list`) is read as once. Every rule the host relies
+    /// on at run time still refuses it.
+    pub fn from_stored(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
+        let mut spec = JobSpec::json_only(text, origin)?;
+        crate::network::drop_repeats(&mut spec.network.allow);
+        spec.setup.drop_repeats();
+        spec.validate(origin)?;
+        Ok(spec)
+    }
+
+    fn json_only(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let spec: JobSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let (field, message) = crate::parse_error::json(e);
             SpecError::Parse {
                 path: origin.to_path_buf(),
                 field,
                 message,
             }
-        })?;
-        spec.validate(origin)?;
-        Ok(spec)
+        })
     }
 
     fn resolve_paths(&mut self, base: &Path, plain: Plain) {
@@ -2820,5 +2841,50 @@ scenario = "s.toml"
         // Unset, neither section is written back.
         let plain = serde_json::to_value(parse("").unwrap()).unwrap();
         assert_eq!((plain.get("network"), plain.get("setup")), (None, None));
+    }
+
+    /// A spec the store kept from before repeats were refused (009c378)
+    /// reads again with each repeat once, where a new spec with them is
+    /// refused; a stored spec breaking a rule the host relies on (a
+    /// destination over a public suffix) is still refused. Before, a
+    /// stored repeat failed its requeue, `paddock publish`, a next attempt
+    /// and the reaper's reads.
+    #[test]
+    fn a_stored_spec_with_repeats_reads_them_once() {
+        let spec = parse(
+            "[network]\nallow = [\"example.com\"]\n[setup]\ncommands = [\"true\"]\n\
+             network = [\"registries\"]\n",
+        )
+        .unwrap();
+        let mut stored = serde_json::to_value(&spec).unwrap();
+        stored["network"]["allow"] =
+            serde_json::json!(["example.com", "a.example", "EXAMPLE.com:443", "a.example"]);
+        stored["setup"]["network"] = serde_json::json!(["registries", "pypi.org", "REGISTRIES"]);
+        let text = stored.to_string();
+        let read = JobSpec::from_stored(&text, Path::new("the store")).unwrap();
+        assert_eq!(
+            (
+                read.network.allow.clone(),
+                read.setup.network.clone(),
+                JobSpec::from_json(&text, Path::new("new.json")).map_err(|e| e.to_string()),
+            ),
+            (
+                vec!["example.com".to_string(), "a.example".to_string()],
+                crate::network::SetupNetwork::List(vec!["registries".into(), "pypi.org".into()]),
+                Err(
+                    "job spec new.json: field `network.allow[2]`: `network.allow[0]` and \
+                     `network.allow[2]` are both `example.com:443`; remove one"
+                        .to_string()
+                ),
+            )
+        );
+        stored["network"]["allow"] = serde_json::json!(["*.co.uk", "*.co.uk"]);
+        assert_eq!(
+            JobSpec::from_stored(&stored.to_string(), Path::new("the store"))
+                .map_err(|e| e.to_string())
+                .err()
+                .map(|e| e.starts_with("job spec the store: field `network.allow[0]`: ")),
+            Some(true)
+        );
     }
 }

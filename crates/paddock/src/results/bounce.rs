@@ -161,7 +161,7 @@ pub async fn attempts_after(
         .map_err(store_err)?
         .unwrap_or_default();
     let spec =
-        JobSpec::from_json(&text, Path::new("the store")).map_err(|e| BounceError::Spec {
+        JobSpec::from_stored(&text, Path::new("the store")).map_err(|e| BounceError::Spec {
             job_id: job_id.to_string(),
             message: e.to_string(),
         })?;

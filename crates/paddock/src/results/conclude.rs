@@ -603,7 +603,7 @@ pub async fn revoke_leftover_tokens(
         Ok(text) => text.unwrap_or_default(),
         Err(e) => return failed(e.to_string()),
     };
-    let spec = match JobSpec::from_json(&text, Path::new("the store")) {
+    let spec = match JobSpec::from_stored(&text, Path::new("the store")) {
         Ok(spec) => spec,
         Err(e) => return failed(e.to_string()),
     };

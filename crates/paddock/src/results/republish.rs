@@ -172,7 +172,7 @@ pub async fn republish(
         .await
         .map_err(store_err)?
         .unwrap_or_default();
-    let spec = JobSpec::from_json(&spec_text, Path::new("the store")).map_err(|e| {
+    let spec = JobSpec::from_stored(&spec_text, Path::new("the store")).map_err(|e| {
         RepublishError::Spec {
             job_id: job_id.to_string(),
             message: e.to_string(),

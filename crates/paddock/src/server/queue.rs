@@ -644,8 +644,8 @@ impl Queue {
             Ok(None) => return Err(Readmit::Failed("its stored spec is missing".into())),
             Err(e) => return Err(failed(&e)),
         };
-        let spec = JobSpec::from_text(&text, Path::new("<stored spec>"), &self.runner.config().cwd)
-            .map_err(|e| failed(&e))?;
+        let spec =
+            JobSpec::from_stored(&text, Path::new("<stored spec>")).map_err(|e| failed(&e))?;
         self.submissions
             .check(&spec, None)
             .map_err(Readmit::Refused)?;

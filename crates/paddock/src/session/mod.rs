@@ -168,7 +168,7 @@ async fn stored_repository(
         .job_spec(job_id)
         .await?
         .and_then(|text| {
-            paddock_protocol::JobSpec::from_json(&text, std::path::Path::new("the store")).ok()
+            paddock_protocol::JobSpec::from_stored(&text, std::path::Path::new("the store")).ok()
         })
         .map(|spec| repository::repository(&spec)))
 }

@@ -982,6 +982,64 @@ async fn a_spec_run_by_a_relative_name_is_published_again_from_anywhere() {
     );
 }
 
+/// A job stored by a version from before a repeated destination was
+/// refused (009c378), its spec's `network.allow` naming `example.com`
+/// twice, is published again (`paddock publish`) and followed (`paddock
+/// run --attempt-after`) as any job: the store's spec is read with the
+/// repeat once (`JobSpec::from_stored`). Before, both failed reading it
+/// (job spec the store: field `network.allow[1]`: … remove one).
+#[tokio::test]
+async fn a_job_stored_with_a_repeated_destination_is_published_and_followed() {
+    use sqlx::Connection;
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'x\\n' > new.txt"));
+    let spec = spec.to_str().unwrap();
+    let first = record(&home.paddock(&["run", "--json", spec], &[]).await);
+    // As an older version wrote it: the spec's JSON, repeat and all.
+    let stored = home
+        .store()
+        .await
+        .job_spec(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut stored: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    stored["network"] = serde_json::json!({"allow": ["example.com", "Example.COM:443"]});
+    let mut db = sqlx::SqliteConnection::connect(&format!("sqlite://{}", home.db().display()))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE jobs SET spec_json = $1 WHERE id = $2")
+        .bind(stored.to_string())
+        .bind(&first.id)
+        .execute(&mut db)
+        .await
+        .unwrap();
+    db.close().await.unwrap();
+    git(&repo, &["branch", "-q", "-D", &first.branch]);
+    let published = home.paddock(&["publish", &first.id], &[]).await;
+    let next = home
+        .paddock(&["run", "--json", spec, "--attempt-after", &first.id], &[])
+        .await;
+    let next = record(&next);
+    assert_eq!(
+        (
+            first.status,
+            published.status.code(),
+            String::from_utf8_lossy(&published.stderr).into_owned(),
+            next.status,
+            next.attempt,
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            Some(0),
+            String::new(),
+            paddock_protocol::JobStatus::Done,
+            2
+        )
+    );
+}
+
 /// The shipped hello specs' prose constraint "touch only README.md and
 /// hello.txt" is also one Paddock checks (`touch_only`): a user who copies
 /// them gets a change elsewhere flagged in the closeout. Before, the

@@ -8,11 +8,13 @@ use crate::store::StoreError;
 
 /// A stored profile's JSON `body`, checked.
 pub(in crate::store) fn decode(id: &str, body: &str) -> Result<HostProfile, StoreError> {
-    HostProfile::from_json(body, &format!("host_profiles.{id}")).map_err(|e| StoreError::Decode {
-        table: "host_profiles",
-        column: "body",
-        row: id.to_owned(),
-        message: e.to_string(),
+    HostProfile::from_stored_json(body, &format!("host_profiles.{id}")).map_err(|e| {
+        StoreError::Decode {
+            table: "host_profiles",
+            column: "body",
+            row: id.to_owned(),
+            message: e.to_string(),
+        }
     })
 }
 
