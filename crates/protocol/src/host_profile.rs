@@ -733,7 +733,7 @@ mod tests {
     /// opened address without a port) is still refused.
     #[test]
     fn a_stored_profile_with_repeats_reads_them_once() {
-        let body = r#"{"id":"old","network":{"allow":["a.example","A.example:443"],"setup_allow":["registries","pypi.org","Registries"]}}"#;
+        let body = r#"{"id":"old","network":{"allow":["a.example","A.example:443"],"setup_allow":["registries","pypi.org","Registries"],"open_addresses":["127.0.0.1:80","127.0.0.1:80"]}}"#;
         assert_eq!(
             (
                 HostProfile::from_stored_json(body, "host_profiles.old")
@@ -750,6 +750,7 @@ mod tests {
                 Ok(Some(NetworkLimits {
                     allow: vec!["a.example".into()],
                     setup_allow: vec!["registries".into(), "pypi.org".into()],
+                    open_addresses: vec!["127.0.0.1:80".into()],
                     ..NetworkLimits::default()
                 })),
                 Err(

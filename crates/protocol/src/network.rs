@@ -443,7 +443,13 @@ pub fn drop_repeats(entries: &mut Vec<String>) {
 /// (`network.allow`): the field with the failing index, and why.
 pub fn check_list(field: &str, entries: &[String]) -> Result<(), (String, String)> {
     parse_list(entries).map_err(|(i, why)| (format!("{field}[{i}]"), why))?;
-    match first_repeat(entries) {
+    no_repeat(field, first_repeat(entries))
+}
+
+/// A repeat [`first_repeat_by`] found in the list in field `field`
+/// refused naming both positions: the later one's field, and why.
+fn no_repeat(field: &str, repeat: Option<(usize, usize, String)>) -> Result<(), (String, String)> {
+    match repeat {
         Some((earlier, later, destination)) => Err((
             format!("{field}[{later}]"),
             format!(
@@ -452,6 +458,21 @@ pub fn check_list(field: &str, entries: &[String]) -> Result<(), (String, String
         )),
         None => Ok(()),
     }
+}
+
+/// The key two opened addresses share when they name the same socket,
+/// however written (`[::1]:443`, `[0:0::1]:443`, ` 127.0.0.1:80`, the
+/// mapped `[::ffff:127.0.0.1]:80`, which the proxy opens as the same
+/// address): the address as shown; `None` for one that does not parse.
+fn address_key(entry: &str) -> Option<String> {
+    let addr = entry.trim().parse::<SocketAddr>().ok()?;
+    let ip = match addr.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    Some(SocketAddr::new(ip, addr.port()).to_string())
 }
 
 /// `[network]` of a job spec: what the agent may reach while it works.
@@ -679,6 +700,10 @@ impl NetworkLimits {
         check_list("network.setup_allow", &self.setup_allow)?;
         self.opened()
             .map_err(|(i, why)| (format!("network.open_addresses[{i}]"), why))?;
+        no_repeat(
+            "network.open_addresses",
+            first_repeat_by(&self.open_addresses, address_key),
+        )?;
         crate::credential::check_all(&self.credentials, &self.allow, &self.setup_allow)?;
         Ok(())
     }
@@ -687,6 +712,7 @@ impl NetworkLimits {
     pub fn drop_repeats(&mut self) {
         drop_repeats(&mut self.allow);
         drop_repeats(&mut self.setup_allow);
+        drop_repeats_by(&mut self.open_addresses, address_key);
     }
 
     /// The opened addresses, parsed.
@@ -1256,5 +1282,42 @@ mod tests {
                 Ok(()),
             ]
         );
+    }
+
+    /// The same opened address twice, however written (`[::1]:443` and
+    /// `[0:0::1]:443`, `127.0.0.1:80` and its mapped IPv6 spelling), is refused naming both positions
+    /// as a repeated destination is; the same address on two ports is
+    /// two. Before, `network.open_addresses` took repeats silently.
+    #[test]
+    fn a_repeated_opened_address_is_refused_naming_both_positions() {
+        let opened = |addresses: &[&str]| NetworkLimits {
+            open_addresses: addresses.iter().map(|e| e.to_string()).collect(),
+            ..NetworkLimits::default()
+        };
+        assert_eq!(
+            [
+                opened(&["[::1]:443", "127.0.0.1:80", "[0:0::1]:443"]).check(),
+                opened(&["127.0.0.1:80", " [::ffff:127.0.0.1]:80"]).check(),
+                opened(&["127.0.0.1:80", "127.0.0.1:8080", "[::1]:80"]).check(),
+            ],
+            [
+                Err((
+                    "network.open_addresses[2]".into(),
+                    "`network.open_addresses[0]` and `network.open_addresses[2]` are both \
+                     `[::1]:443`; remove one"
+                        .into()
+                )),
+                Err((
+                    "network.open_addresses[1]".into(),
+                    "`network.open_addresses[0]` and `network.open_addresses[1]` are both \
+                     `127.0.0.1:80`; remove one"
+                        .into()
+                )),
+                Ok(()),
+            ]
+        );
+        let mut stored = opened(&["[::1]:443", "127.0.0.1:80", "[0:0::1]:443"]);
+        stored.drop_repeats();
+        assert_eq!(stored, opened(&["[::1]:443", "127.0.0.1:80"]));
     }
 }
