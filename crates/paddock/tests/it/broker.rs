@@ -1018,12 +1018,14 @@ async fn a_call_naming_the_providers_stored_state_is_refused() {
         let status = resp.status().as_u16();
         let answer = serde_json::from_str::<serde_json::Value>(&resp.text().await.unwrap()).ok();
         // Bounded, so a request that leaves no row fails the test (a
-        // row comes within milliseconds).
-        let row = tokio::time::timeout(std::time::Duration::from_secs(10), rig.broker.calls.recv())
-            .await
-            .ok()
-            .flatten()
-            .map(|row| (row.status, row.http_status, row.error, row.requested_model));
+        // row comes within milliseconds; 120 s is for a loaded host, the
+        // suites side by side on two cores).
+        let row =
+            tokio::time::timeout(std::time::Duration::from_secs(120), rig.broker.calls.recv())
+                .await
+                .ok()
+                .flatten()
+                .map(|row| (row.status, row.http_status, row.error, row.requested_model));
         let message = format!("paddock broker: no route for {method} {shown}");
         routes.push((status, answer, row, rig.broker.policy.try_recv().ok()));
         unrouted.push((
@@ -1178,12 +1180,14 @@ async fn a_jobs_connections_end_with_its_broker() {
     drop(broker);
     let _ = idle.write_all(format!("{head}{body}").as_bytes()).await;
     let _ = trickling.write_all(&body.as_bytes()[10..]).await;
-    // A bound only for a broken broker: a closed connection ends at once.
+    // A bound only for a broken broker: a closed connection ends at once
+    // (120 s for a loaded host, the suites side by side on two cores; a
+    // connection still served would forward its call and answer it).
     let mut answers = Vec::new();
     for mut stream in [idle, trickling] {
         let mut got = Vec::new();
         let read = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
+            std::time::Duration::from_secs(120),
             stream.read_to_end(&mut got),
         )
         .await;
@@ -2433,10 +2437,12 @@ async fn a_call_is_on_the_ledger_before_it_leaves_and_settled_before_its_answer_
         "forwarded before its row was written"
     );
     gated.ahead.add_permits(1);
-    for _ in 0..100 {
-        if !rig.upstream.requests().is_empty() {
-            break;
-        }
+    // Forwarded once written: a guard of 120 s, far above what a loaded
+    // host takes (a fixed 2 s was not).
+    let started = std::time::Instant::now();
+    while rig.upstream.requests().is_empty()
+        && started.elapsed() < std::time::Duration::from_secs(120)
+    {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -2533,21 +2539,39 @@ fn billed() -> TokenUsage {
     }
 }
 
-/// An upstream that thinks before it answers, as a reasoning model does:
-/// a stream's `response.created` at once and its `response.completed`
-/// (with [`billed`]'s usage) 500 ms later; a whole answer after 500 ms.
-async fn thinking_upstream() -> String {
+/// When [`thinking_upstream`] has a request, and when it may answer.
+#[derive(Debug)]
+struct Thinking {
+    /// A permit for each request it has (its row was written ahead).
+    asked: tokio::sync::Semaphore,
+    /// A permit for each answer it may finish.
+    answer: tokio::sync::Semaphore,
+}
+
+/// An upstream that thinks before it answers, as a reasoning model does,
+/// until the test lets it answer (so the test hangs up, or stops the
+/// broker, before the answer, whatever a loaded host's timing: a fixed
+/// pause once raced a wait of 150 ms): a stream's `response.created` at
+/// once and its `response.completed` (with [`billed`]'s usage) when let;
+/// a whole answer when let. Its base URL and its [`Thinking`].
+async fn thinking_upstream() -> (String, Arc<Thinking>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(|body: bytes::Bytes| async move {
+    let thinking = Arc::new(Thinking {
+        asked: tokio::sync::Semaphore::new(0),
+        answer: tokio::sync::Semaphore::new(0),
+    });
+    let gate = thinking.clone();
+    let app = axum::Router::new().fallback(move |body: bytes::Bytes| async move {
+        gate.asked.add_permits(1);
         let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let usage = serde_json::json!({"input_tokens": 1000, "output_tokens": 20000,
             "output_tokens_details": {"reasoning_tokens": 19000}, "total_tokens": 21000});
         let response = serde_json::json!({"id": "resp_1", "object": "response",
             "status": "completed", "model": "gpt-5.5", "output": [], "usage": usage});
-        let pause = std::time::Duration::from_millis(500);
+        let pause = async move { gate.answer.acquire().await.unwrap().forget() };
         if request["stream"] != true {
-            tokio::time::sleep(pause).await;
+            pause.await;
             return axum::response::Response::builder()
                 .header("content-type", "application/json")
                 .body(axum::body::Body::from(response.to_string()))
@@ -2565,7 +2589,7 @@ async fn thinking_upstream() -> String {
         let body = futures::StreamExt::chain(
             futures::stream::once(async move { Ok::<_, std::io::Error>(created) }),
             futures::stream::once(async move {
-                tokio::time::sleep(pause).await;
+                pause.await;
                 Ok(completed)
             }),
         );
@@ -2575,7 +2599,7 @@ async fn thinking_upstream() -> String {
             .unwrap()
     });
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/v1")
+    (format!("http://{addr}/v1"), thinking)
 }
 
 /// A job that hangs up on its call before the usage arrives (mid-stream,
@@ -2588,7 +2612,7 @@ async fn thinking_upstream() -> String {
 /// it hung up on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_the_engine_hangs_up_on_is_metered_as_the_upstream_billed_it() {
-    let base = thinking_upstream().await;
+    let (base, thinking) = thinking_upstream().await;
     // 1000 × $5/M + 20 000 × $30/M.
     let cost = 605_000;
     for stream in [false, true] {
@@ -2626,11 +2650,17 @@ async fn a_call_the_engine_hangs_up_on_is_metered_as_the_upstream_billed_it() {
             assert!(resp.chunk().await.unwrap().is_some());
             drop(resp);
         } else {
-            // The engine hangs up before any answer.
-            let waited = tokio::time::timeout(std::time::Duration::from_millis(150), send).await;
-            assert!(waited.is_err(), "answered before the hang-up");
+            // The engine hangs up before any answer, once the upstream
+            // has the call.
+            tokio::select! {
+                answer = send => panic!("answered before the hang-up: {answer:?}"),
+                asked = thinking.asked.acquire() => asked.unwrap().forget(),
+            }
         }
-        let call = tokio::time::timeout(std::time::Duration::from_secs(10), broker.calls.recv())
+        thinking.answer.add_permits(1);
+        // A guard against a call never settled, far above what a loaded
+        // host (the suites side by side on two cores) takes.
+        let call = tokio::time::timeout(std::time::Duration::from_secs(120), broker.calls.recv())
             .await
             .expect("the call is settled")
             .unwrap();
@@ -2654,7 +2684,7 @@ async fn a_call_the_engine_hangs_up_on_is_metered_as_the_upstream_billed_it() {
 /// running and leave its ticket a fraction of what they cost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_end_is_never_seen_keeps_its_worst_case() {
-    let base = thinking_upstream().await;
+    let (base, thinking) = thinking_upstream().await;
     let ledger = Arc::new(MemoryLedger::default());
     let broker = broker::start(
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
@@ -2683,8 +2713,11 @@ async fn a_call_whose_end_is_never_seen_keeps_its_worst_case() {
         .bearer_auth(broker.token.expose())
         .body(body.to_string())
         .send();
-    let waited = tokio::time::timeout(std::time::Duration::from_millis(150), send).await;
-    assert!(waited.is_err(), "answered before the job ended");
+    // The job ends once the upstream has the call (never answered).
+    tokio::select! {
+        answer = send => panic!("answered before the job ended: {answer:?}"),
+        asked = thinking.asked.acquire() => asked.unwrap().forget(),
+    }
     let ahead = ledger.rows();
     drop(broker);
     // 1000 × $5/M + 20 000 × $30/M.
@@ -2703,13 +2736,15 @@ async fn a_call_whose_end_is_never_seen_keeps_its_worst_case() {
             .collect::<Vec<_>>(),
         vec![(CallStatus::InFlight, worst.0, worst.1)]
     );
-    let mut settled = Vec::new();
-    for _ in 0..100 {
-        settled = ledger.rows();
-        if settled.iter().all(|r| r.status != CallStatus::InFlight) {
-            break;
-        }
+    // Settled in the background: a guard of 120 s against a row never
+    // settled, far above what a loaded host takes (a fixed 2 s was not).
+    let started = std::time::Instant::now();
+    let mut settled = ledger.rows();
+    while settled.iter().any(|r| r.status == CallStatus::InFlight)
+        && started.elapsed() < std::time::Duration::from_secs(120)
+    {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        settled = ledger.rows();
     }
     assert_eq!(
         settled

@@ -13,7 +13,11 @@ use paddock_test_support::prelude::*;
 const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
 
 /// `paddock run --json SPEC`, sent `signal` once the engine created
-/// `started` in its checkout; its output.
+/// `started` in its checkout; its output. Its end is bounded at 300 s: a
+/// guard against a run the signal never ends (the engines here sleep for
+/// 600 s after `started`, and a job's record tells a cancel from a
+/// timeout), far above what a loaded host (the suites side by side on two
+/// cores) takes to tear a job down.
 async fn signalled_run(
     home: &Home,
     spec: &std::path::Path,
@@ -23,7 +27,7 @@ async fn signalled_run(
     assert!(created_in_work(home, "started").await);
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, signal).unwrap();
-    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+    tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
         .await
         .expect("paddock did not end")
         .unwrap()
@@ -50,7 +54,7 @@ async fn sigterm_and_sighup_cancel_like_ctrl_c() {
         let spec = fake_codex_job(
             &home,
             "process",
-            "echo changed >> README.md; touch started; sleep 60",
+            "echo changed >> README.md; touch started; sleep 600",
             120,
         );
         let out = signalled_run(&home, &spec, signal).await;
@@ -82,7 +86,8 @@ async fn a_closed_stdout_and_stderr_never_stop_the_job() {
     let mut child = home.spawn(&["run", spec.to_str().unwrap()]);
     drop(child.stdout.take());
     drop(child.stderr.take());
-    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+    // A guard against a job a closed pipe hangs, not a measure.
+    let status = tokio::time::timeout(Duration::from_secs(300), child.wait())
         .await
         .unwrap()
         .unwrap();
@@ -117,7 +122,8 @@ async fn run_measured(home: &Home, spec: &std::path::Path) -> (std::process::Out
         }
         peak
     });
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+    // A guard against a run that never ends, not a measure.
+    let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
         .await
         .expect("paddock did not end")
         .unwrap();
@@ -144,18 +150,21 @@ fn errors(events: &[EventBody]) -> Vec<(String, Option<String>, bool)> {
 }
 
 /// One invalid byte, then more output than a pipe holds, then a hang: the
-/// timeout still holds, and the byte is an `error` event.
+/// timeout still holds, and the byte is an `error` event. The job's 3 s,
+/// not the hang's 600 s, ends it: a bound of 300 s, far above what a
+/// loaded host takes (exit 4 alone would not tell the timeout from a
+/// timeout read only once the engine ended).
 #[tokio::test]
 async fn invalid_utf8_then_a_flood_cannot_outlast_the_timeout() {
     let home = Home::new();
     let spec = fake_codex_job(
         &home,
         "process",
-        "printf 'bad \\377 byte\\n'; head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 60",
+        "printf 'bad \\377 byte\\n'; head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 600",
         3,
     );
     let out = tokio::time::timeout(
-        Duration::from_secs(40),
+        Duration::from_secs(300),
         home.command(&["run", "--json", spec.to_str().unwrap()])
             .output(),
     )
@@ -391,7 +400,7 @@ async fn detached_descendants_die_with_the_job_on_the_process_rung() {
     let spec = fake_codex_job(
         &home,
         "process",
-        &daemons(home.path(), "touch started; sleep 60"),
+        &daemons(home.path(), "touch started; sleep 600"),
         60,
     );
     let out = signalled_run(&home, &spec, nix::sys::signal::Signal::SIGTERM).await;
@@ -423,11 +432,14 @@ async fn a_full_data_directory_fails_the_job_and_removes_its_workspace() {
     let spec = fake_codex_job(
         &home,
         "process",
-        &format!("i=0; while [ $i -lt 4000 ]; do echo '{line}'; i=$((i+1)); done; sleep 60"),
-        120,
+        &format!("i=0; while [ $i -lt 4000 ]; do echo '{line}'; i=$((i+1)); done; sleep 900"),
+        600,
     );
+    // Stopped when the store could not be written, not by the job's 600 s
+    // timeout nor the engine's 900 s: a bound well below both, far above
+    // what a loaded host (the suites side by side) takes.
     let out = tokio::time::timeout(
-        Duration::from_secs(60),
+        Duration::from_secs(300),
         home.command(&["run", spec.to_str().unwrap()]).output(),
     )
     .await
@@ -552,22 +564,31 @@ fn the_supervisor_ends_when_stopped() {
             "--",
             "sh",
             "-c",
-            "sleep 300 & sleep 300",
+            "sleep 600 & sleep 600",
         ])
         .spawn()
         .unwrap();
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    // Let the engine start (and the supervisor block its signals).
-    std::thread::sleep(Duration::from_millis(300));
+    // The engine's tree started, so the supervisor has blocked the signals
+    // it waits for (before it starts the engine): a SIGTERM sent earlier
+    // kills it by its default (a fixed 300 ms wait, which a loaded host
+    // can outlast, did).
+    let started = std::time::Instant::now();
+    while paddock::supervise::descendants(pid).len() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(300), "no engine");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Ended by the signal, not by the engine's 600 s: a bound well below
+    // that, far above what a loaded host takes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
-            panic!("the supervisor did not end within 30 s of SIGTERM");
+            panic!("the supervisor did not end within 300 s of SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -578,8 +599,8 @@ fn the_supervisor_ends_when_stopped() {
 }
 
 /// An upstream that answers each request with its headers and the
-/// stream's first event, then holds the connection open in silence; its
-/// URL and how many requests it answered.
+/// stream's first event, then holds the connection open in silence for
+/// 600 s; its URL and how many requests it answered.
 async fn stalling_upstream() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -606,7 +627,7 @@ async fn stalling_upstream() -> (String, std::sync::Arc<std::sync::atomic::Atomi
                     event.len()
                 );
                 let _ = conn.write_all(head.as_bytes()).await;
-                tokio::time::sleep(Duration::from_secs(60)).await;
+                tokio::time::sleep(Duration::from_secs(600)).await;
             });
         }
     });
@@ -616,7 +637,11 @@ async fn stalling_upstream() -> (String, std::sync::Arc<std::sync::atomic::Atomi
 /// Issue #10: a call still in flight when the job ends (made here, on
 /// the job's broker, and held open; the upstream never finishes it) is
 /// waited for, bounded, and kept on the ledger as `interrupted`, never
-/// dropped: the upstream answered it.
+/// dropped: the upstream answered it. The waits on the job's start are
+/// guards, bounded at 300 s for a loaded host (the suites side by side on
+/// two cores); its end after `go` is bounded at 300 s, well below the
+/// upstream's 600 s a teardown that waited for the call unbounded would
+/// take.
 #[tokio::test]
 async fn a_call_still_in_flight_at_teardown_is_kept_on_the_ledger() {
     let home = Home::new();
@@ -625,11 +650,11 @@ async fn a_call_still_in_flight_at_teardown_is_kept_on_the_ledger() {
     // when told to.
     let hands_out = r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
 echo "$url $PADDOCK_JOB_TOKEN" > "$TMPDIR/broker.tmp" && mv "$TMPDIR/broker.tmp" "$TMPDIR/broker"
-i=0; while [ ! -e "$TMPDIR/go" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+i=0; while [ ! -e "$TMPDIR/go" ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done
 echo '{"type":"thread.started","thread_id":"t"}'
 echo '{"type":"turn.started"}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
-    let spec = fake_codex_job(&home, "process", hands_out, 60);
+    let spec = fake_codex_job(&home, "process", hands_out, 600);
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         SCRIPTED,
         &format!(
@@ -646,7 +671,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
         .unwrap();
     let tmp = {
         let mut found = None;
-        for _ in 0..600 {
+        for _ in 0..6000 {
             found = std::fs::read_dir(home.jobs())
                 .into_iter()
                 .flatten()
@@ -675,9 +700,9 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
         .unwrap();
     assert_eq!(call.status().as_u16(), 200);
     std::fs::write(tmp.join("go"), "").unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+    let out = tokio::time::timeout(Duration::from_secs(300), run.wait_with_output())
         .await
-        .unwrap()
+        .expect("the job's end waited for the call")
         .unwrap();
     drop(call);
     let rec = record(&out);

@@ -31,7 +31,7 @@ fn record(dir: &Path, nonce: &str, text: &[u8]) -> std::path::PathBuf {
 /// read), each error names its file, the other job's token stays active,
 /// nothing reaches the other place, and the records that are not this
 /// job's stay for a person to look at.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread")]
 async fn a_record_cannot_redirect_the_host_token_or_revoke_another_jobs() {
     let gitlab = MockGitLab::start("acme/widgets", TOKEN).await;
     let elsewhere = MockGitLab::start("acme/widgets", TOKEN).await;
@@ -89,16 +89,28 @@ async fn a_record_cannot_redirect_the_host_token_or_revoke_another_jobs() {
     .unwrap();
     std::fs::create_dir(ours.join(".gitlab-token-a9.json")).unwrap();
 
-    let pass = revoke_leftovers(
-        &gitlab.url,
-        "acme/widgets",
-        || Ok(Secret::new(TOKEN.into())),
-        JOB,
-        &ours,
-    );
-    let pass = tokio::time::timeout(Duration::from_secs(20), pass)
+    let pass = {
+        let (url, ours) = (gitlab.url.clone(), ours.clone());
+        tokio::spawn(async move {
+            revoke_leftovers(
+                &url,
+                "acme/widgets",
+                || Ok(Secret::new(TOKEN.into())),
+                JOB,
+                &ours,
+            )
+            .await
+        })
+    };
+    // The FIFO waited on would block its reader for good (it has no
+    // writer): a guard against that, far above what a loaded host (the
+    // suites side by side on two cores) takes. The pass runs on a worker
+    // of its own, so a read that blocks its thread cannot block this
+    // timeout's as well (it did, on the one thread the test had).
+    let pass = tokio::time::timeout(Duration::from_secs(120), pass)
         .await
-        .expect("the pass returned");
+        .expect("the pass returned")
+        .unwrap();
     let errors = pass.errors;
     // Each error starts with the file it is about (the by-id record names
     // no token the project has under its name: nothing to revoke, it goes).

@@ -38,9 +38,13 @@ async fn raw(server: &Server, head: &[u8]) -> Raw {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream.write_all(head).await.unwrap();
     let mut got = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut got))
+    // A guard against a test that never ends, not a measure (a connection
+    // left open would be closed by the server's 30 s for a request's head
+    // anyway): far above what a loaded host (the suites side by side on
+    // two cores) takes to answer.
+    tokio::time::timeout(Duration::from_secs(120), stream.read_to_end(&mut got))
         .await
-        .expect("the server did not close within 30 s")
+        .expect("the server did not close within 120 s")
         .unwrap();
     let text = String::from_utf8_lossy(&got).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
@@ -184,8 +188,13 @@ async fn an_oversized_head_is_a_problem_with_a_stable_code() {
 /// Probe: an authenticated client that asks for a large answer (a job
 /// record of 8 MiB of file names) and reads none of it has its connection
 /// closed once the write has waited 30 s, having got far less than the
-/// answer (without `server/write_deadline.rs`: still open after 50 s, and
-/// a read then gets all of it); the server answers others meanwhile.
+/// answer (without `server/write_deadline.rs`: never closed, and a read
+/// then gets all of it); the server answers others while its write
+/// waits. The server's end is watched in `/proc/net/tcp` (its send queue
+/// full, then let go by the server), not guessed from a fixed wait,
+/// which a loaded host (the suites side by side on two cores) outlasted
+/// in starting the answer: a read after it drained what the server had
+/// not yet let go.
 #[tokio::test]
 async fn a_large_answer_nobody_reads_ends_its_connection() {
     let home = Home::new();
@@ -216,8 +225,28 @@ async fn a_large_answer_nobody_reads_ends_its_connection() {
     )
     .await
     .unwrap();
+    let ports = (
+        addr.rsplit_once(':')
+            .unwrap()
+            .1
+            .trim_end_matches('/')
+            .parse()
+            .unwrap(),
+        idle.local_addr().unwrap().port(),
+    );
     let start = std::time::Instant::now();
-    tokio::time::sleep(Duration::from_secs(40)).await;
+    // Guards, far above the write's 30 s and what a loaded host takes.
+    let within = |what: &str| {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "{what} within 300 s (ports {ports:?})"
+        )
+    };
+    // The server's write waits on this client.
+    while !matches!(server_end(ports), Some((queued, true)) if queued > 0) {
+        within("the server's write waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // Others are served meanwhile.
     let other = crate::serve::client_with(&read)
         .get(server.url("/v1/jobs/job-large"))
@@ -228,8 +257,14 @@ async fn a_large_answer_nobody_reads_ends_its_connection() {
         .await
         .unwrap()
         .len();
+    // The server lets its end go (closed: the kernel sends what it holds,
+    // then ends the connection).
+    while matches!(server_end(ports), Some((_, true))) {
+        within("the server closed the connection");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut got = Vec::new();
-    let ended = tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut got)).await;
+    let ended = tokio::time::timeout(Duration::from_secs(120), idle.read_to_end(&mut got)).await;
     let closed = matches!(ended, Ok(Ok(_)) | Ok(Err(_)));
     assert_eq!(
         (closed, got.len() < other, other > 8 * 1024 * 1024),
@@ -238,4 +273,22 @@ async fn a_large_answer_nobody_reads_ends_its_connection() {
         got.len(),
         start.elapsed()
     );
+}
+
+/// The server's end of the connection from local port `ports.1` to the
+/// server's port `ports.0`, as `/proc/net/tcp` shows it: the bytes in its
+/// send queue, and whether a process still holds it (its inode is 0 once
+/// the server closed it and only the kernel finishes it); `None` when it
+/// is gone.
+fn server_end(ports: (u16, u16)) -> Option<(u64, bool)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port = |field: &str| u16::from_str_radix(field.rsplit_once(':')?.1, 16).ok();
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if (port(fields[1])?, port(fields[2])?) != ports {
+            return None;
+        }
+        let queued = u64::from_str_radix(fields[4].split_once(':')?.0, 16).ok()?;
+        Some((queued, fields[9] != "0"))
+    })
 }

@@ -181,7 +181,9 @@ async fn a_review_read_killed_mid_mint_is_named_by_the_reaper() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // A guard: a loaded host (the suites side by side on two cores) may
+    // take long to get there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
     while leftover_records(&artifacts).is_empty() || mock.requests().len() < 7 {
         assert!(
             std::time::Instant::now() < deadline,
@@ -273,9 +275,10 @@ fn processes_naming(url: &str) -> Vec<String> {
     found
 }
 
-/// Waits (up to a minute) until the push to `remote` has begun.
+/// Waits (up to 300 s, a guard for a loaded host) until the push to
+/// `remote` has begun.
 async fn push_started(remote: &paddock_test_support::git_http::GitHttpServer, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
     while remote.authorizations().is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
@@ -384,10 +387,14 @@ async fn serve_stopped_mid_publish_cancels_it_and_publish_finishes_it() {
     let calls = store.model_calls(&id).await.unwrap();
     nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
     let mut server = server;
-    // The grace (1 s), then the cancel: well within the drain's minute
-    // for cancelled jobs, which a publish that ignored it would wait out
-    // (the remote holds the push until the end of this test).
-    let status = tokio::time::timeout(Duration::from_secs(45), server.child.wait())
+    // The grace (1 s), then the cancel. A publish that ignored it would be
+    // waited out for the drain's minute for cancelled jobs (the remote
+    // holds the push until the end of this test) and left as it was, still
+    // publishing, its token not revoked: what the record and the mock's
+    // revocations below rule out, whatever the time. This bound is a guard
+    // against a serve that never stops, far above what a loaded host (the
+    // suites side by side on two cores) takes.
+    let status = tokio::time::timeout(Duration::from_secs(300), server.child.wait())
         .await
         .unwrap_or_else(|_| panic!("serve did not stop: {}", server.stderr()))
         .unwrap();
@@ -481,7 +488,10 @@ async fn run_interrupted_mid_publish_cancels_it_and_publish_finishes_it() {
     push_started(&remote, "paddock run").await;
     let pid = nix::unistd::Pid::from_raw(run.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(45), run.wait_with_output())
+    // Stopped by the cancel, not by the 600 s bound of Paddock's own git
+    // on the push the remote holds: well below that, far above what a
+    // loaded host takes.
+    let out = tokio::time::timeout(Duration::from_secs(300), run.wait_with_output())
         .await
         .expect("paddock run did not stop")
         .unwrap();
@@ -551,7 +561,11 @@ async fn a_revocation_a_cancel_cut_short_is_finished_by_gc() {
     mock.hang_revocations(true);
     let pid = nix::unistd::Pid::from_raw(run.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+    // Stopped by the cancel and its 10 s for the revocation, not by the
+    // 600 s bound of Paddock's own git on the push the remote holds nor by
+    // a revocation GitHub never answers: well below that, far above what
+    // a loaded host takes.
+    let out = tokio::time::timeout(Duration::from_secs(300), run.wait_with_output())
         .await
         .expect("paddock run did not stop")
         .unwrap();
@@ -696,7 +710,10 @@ async fn publish_interrupted_mid_push_is_cancelled() {
     push_started(&remote, "paddock publish").await;
     let pid = nix::unistd::Pid::from_raw(publish.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(45), publish.wait_with_output())
+    // Stopped by the cancel, not by the 600 s bound of Paddock's own git
+    // on the push the remote holds: well below that, far above what a
+    // loaded host takes.
+    let out = tokio::time::timeout(Duration::from_secs(300), publish.wait_with_output())
         .await
         .expect("paddock publish did not stop")
         .unwrap();
