@@ -14,6 +14,9 @@ use paddock_protocol::{Isolation, JobSpec, JobStatus};
 use super::progress;
 use super::{exit, open_store, Failure};
 
+/// How errors name the spec read from stdin (`paddock run -`).
+const STDIN_ORIGIN: &str = "<stdin>";
+
 /// The spec read from stdin for `paddock run -` (read once, in `main`,
 /// before the runtime starts).
 static STDIN_SPEC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -63,7 +66,7 @@ pub fn load_spec(spec: &std::path::Path) -> Result<JobSpec, paddock_protocol::Sp
     match STDIN_SPEC.get() {
         Some(text) if spec == std::path::Path::new("-") => JobSpec::from_text(
             text,
-            std::path::Path::new("<stdin>"),
+            std::path::Path::new(STDIN_ORIGIN),
             std::path::Path::new("."),
         ),
         _ => JobSpec::load(spec),
@@ -171,9 +174,14 @@ async fn exec_beside(
         attempt_after,
     } = args;
     let config = user_config()?;
-    // The spec's file, which a host profile's refusal names (the spec
-    // read from stdin has none).
-    let spec_file = (spec != Path::new("-")).then(|| spec.clone());
+    // Where the spec came from, which a host profile's refusal names:
+    // its file, or `<stdin>` as its parse errors name the spec read from
+    // stdin (`load_spec`).
+    let spec_file = if spec == Path::new("-") {
+        PathBuf::from(STDIN_ORIGIN)
+    } else {
+        spec.clone()
+    };
     let spec = config.apply(take_loaded_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     // The sandbox's probe (a minimal sandbox started, which admission
     // waits for when the job asks for the sandbox or `auto`) runs beside
@@ -251,10 +259,7 @@ async fn exec_beside(
         cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?,
     ));
     let admission = async {
-        let named = |e: paddock::runner::AdmitError| match &spec_file {
-            Some(file) => e.in_spec_file(file),
-            None => e,
-        };
+        let named = |e: paddock::runner::AdmitError| e.in_spec_file(&spec_file);
         // The job runs here: an engine this host cannot find is refused
         // now, before anything of the job exists.
         runner
@@ -302,6 +307,7 @@ async fn exec_beside(
         }
     };
     admitted.keep = keep;
+    admitted.spec_file = Some(spec_file);
     let mut view = progress::Progress::new(quiet);
     // The remover of the job's directory (and the store's checkpoint, the
     // caches' cap) after this process: started while the engine runs,

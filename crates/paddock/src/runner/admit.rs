@@ -53,6 +53,12 @@ pub struct Admitted {
     pub submitted: OffsetDateTime,
     /// Keep the workspace after the job (for debugging).
     pub keep: bool,
+    /// Where the spec came from (its file, `<stdin>`), set by the caller
+    /// that read it: a refusal after the job exists names it, as the
+    /// caller's own admission errors do (`AdmitError::in_spec_file`): the
+    /// host profile's refusal of an `auto` job moved to the `process`
+    /// rung (`rung_fallback.rs`). `None`: a server's submitted spec.
+    pub spec_file: Option<std::path::PathBuf>,
     pub(super) shaped: Shaped,
     /// The spec as submitted, stored with the job.
     pub(super) spec_json: String,
@@ -205,6 +211,7 @@ pub async fn admit(
         id: crate::job_ref::new_id(),
         submitted: OffsetDateTime::now_utc(),
         keep: false,
+        spec_file: None,
         shaped,
         spec_json,
         key,

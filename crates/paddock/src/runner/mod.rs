@@ -325,6 +325,8 @@ pub(super) struct Job {
     pub fallback_rung: Option<Arc<dyn Rung>>,
     pub config: Arc<RunnerConfig>,
     pub keep: bool,
+    /// Where the spec came from (`Admitted::spec_file`).
+    pub spec_file: Option<std::path::PathBuf>,
     pub record: JobRecord,
     pub started: Instant,
     /// The prior attempt it follows (`--attempt-after`): resumed or forked.
@@ -482,6 +484,7 @@ async fn drive(
         id,
         submitted,
         keep,
+        spec_file,
         shaped,
         spec_json,
         key,
@@ -557,6 +560,7 @@ async fn drive(
         fallback_rung,
         config,
         keep,
+        spec_file,
         record,
         started: Instant::now(),
         continuation,

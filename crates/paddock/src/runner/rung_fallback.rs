@@ -69,9 +69,12 @@ pub(super) async fn fall_back(
             match JobPolicy::admit(name, &spec, &*em.store, |p| process.gaps(p)).await {
                 Ok(p) => Some(p),
                 Err(JobPolicyError::Refused(r)) => {
-                    return Ok(Moved::No(
-                        super::admit::refused(r, Some(&message)).to_string(),
-                    ))
+                    let refused = super::admit::refused(r, Some(&message));
+                    let refused = match &job.spec_file {
+                        Some(file) => refused.in_spec_file(file),
+                        None => refused,
+                    };
+                    return Ok(Moved::No(refused.to_string()));
                 }
                 Err(e) => return Ok(Moved::No(e.to_string())),
             }

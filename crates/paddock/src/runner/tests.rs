@@ -243,7 +243,18 @@ pub(super) async fn run(
     runner: &Runner,
     spec: &JobSpec,
 ) -> (Result<RunResult, RunError>, Vec<JobUpdate>) {
-    let admitted = runner.admit(spec).await.unwrap();
+    run_from(runner, spec, None).await
+}
+
+/// [`run`] of a spec read from `spec_file` (`Admitted::spec_file`, as
+/// `paddock run` sets it).
+pub(super) async fn run_from(
+    runner: &Runner,
+    spec: &JobSpec,
+    spec_file: Option<&str>,
+) -> (Result<RunResult, RunError>, Vec<JobUpdate>) {
+    let mut admitted = runner.admit(spec).await.unwrap();
+    admitted.spec_file = spec_file.map(std::path::PathBuf::from);
     let mut job = runner.start(admitted, std::future::pending());
     let mut seen = Vec::new();
     while let Ok(u) = job.events.recv().await {

@@ -162,6 +162,52 @@ async fn a_network_maximum_refuses_a_process_job_that_does_not_accept_it() {
     );
 }
 
+/// The same refusal of the spec read from stdin (`paddock run -`) names
+/// it `<stdin>`, as its parse errors do (`cli::run::STDIN_ORIGIN`).
+/// Before, it named no spec at all: the profile's file was the only one
+/// the user saw, and it was not the one to change.
+#[tokio::test]
+async fn a_refusal_of_the_spec_read_from_stdin_names_stdin() {
+    use tokio::io::AsyncWriteExt as _;
+    let home = Home::new();
+    let sections = "[network]\nallow = [\"127.0.0.1:9\"]";
+    let spec = unaccepted_egress_job(&home, "process", "true", 9, "allow", sections);
+    let mut child = home
+        .command(&["run", "-"])
+        .current_dir(spec.parent().unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(&std::fs::read(&spec).unwrap())
+            .await
+            .unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        ),
+        (
+            Some(2),
+            format!(
+                "paddock: job refused before start: job spec <stdin>: host profile \
+                 `egress-test` (file {}): rule `network` (its [network] maximum and the deny \
+                 list) cannot be enforced on the `process` rung: the job's processes can \
+                 connect directly, past its egress proxy; the `sandbox` rung enforces it \
+                 (docs/egress.md); run the job on a rung that enforces it, or list `network` \
+                 in `policy.accept_degraded`\n",
+                spec.with_file_name("profile.toml").display(),
+            ),
+        )
+    );
+}
+
 /// A job whose agent may reach the stand-in at `port`.
 fn network_job(home: &Home, rung: &str, script: &str, port: u16) -> PathBuf {
     let sections = format!("[network]\nallow = [\"127.0.0.1:{port}\"]");

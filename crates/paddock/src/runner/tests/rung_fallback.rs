@@ -9,14 +9,15 @@ use std::sync::Arc;
 
 use paddock_protocol::{EventBody, Isolation, JobStatus};
 
-use super::{run, Host, DONE};
+use super::{run_from, Host, DONE};
 use crate::rung::fake::{FakeEngine, FakeRung};
 use crate::rung::Rungs;
 
 const SETUP: &str = "landlock: restrict the view: not supported by this kernel";
 const AFRESH: &str = "unshare the user and UTS namespaces: EPERM";
 
-/// Runs `isolation`'s job, under the host profile `profile` if any (the
+/// Runs `isolation`'s job, read from `job.toml` (as `paddock run` says
+/// where its spec came from), under the host profile `profile` if any (the
 /// `process` rung cannot enforce its `cpu_limit`), where the sandbox
 /// rung's launches fail in its set-up and a fresh probe answers `afresh`:
 /// the record's (status, reason, rung), the stored record's rung, the
@@ -87,7 +88,7 @@ async fn fails_in_set_up_as(
     let mut spec = host.spec();
     spec.isolation = isolation;
     spec.policy.profile = profile.map(str::to_string);
-    let (result, _) = run(&runner, &spec).await;
+    let (result, _) = run_from(&runner, &spec, Some("job.toml")).await;
     let record = result.unwrap().record;
     let stored = host.store.job(&record.id).await.unwrap().unwrap();
     let policy = host
@@ -191,8 +192,9 @@ async fn a_job_is_not_moved_where_a_sandbox_starts_nor_when_it_asked_for_one() {
 }
 
 /// A job whose host profile the `process` rung cannot enforce is not
-/// moved there: it fails with the profile's refusal, saying why it was to
-/// move.
+/// moved there: it fails with the profile's refusal, naming the spec's
+/// file as admission's refusals do and saying why it was to move. Before,
+/// the refusal named no spec.
 #[tokio::test]
 async fn a_job_whose_profile_the_process_rung_cannot_enforce_is_refused_not_moved() {
     let (record, stored, policy, (on_sandbox, on_process)) =
@@ -203,7 +205,8 @@ async fn a_job_whose_profile_the_process_rung_cannot_enforce_is_refused_not_move
             (
                 JobStatus::Failed,
                 Some(format!(
-                    "job refused before start: host profile `capped`: rule `cpu_limit` is a \
+                    "job refused before start: job spec job.toml: host profile `capped`: rule \
+                     `cpu_limit` is a \
                      cgroup cap; run the job on a rung that enforces it, or list `cpu_limit` in \
                      `policy.accept_degraded` (isolation auto: the sandbox could not be set up, so nothing ran: \
                      {SETUP}, although this host's kept sandbox probe said one starts; running on \
