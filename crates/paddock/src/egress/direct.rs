@@ -31,6 +31,9 @@ const MAX_REPORT: usize = 512;
 /// The job's report socket, read until [`DirectReports::finish`].
 pub struct DirectReports {
     stop: Option<oneshot::Sender<()>>,
+    /// Asks the reader to take in what is queued and say so
+    /// ([`DirectReports::taken_in`]).
+    ask: mpsc::Sender<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
 
@@ -57,11 +60,26 @@ impl DirectReports {
         std_sock.set_nonblocking(true).map_err(failed)?;
         let sock = tokio::net::UnixDatagram::from_std(std_sock).map_err(failed)?;
         let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(read(sock, records, stopped));
+        let (ask, asked) = mpsc::channel(1);
+        let task = tokio::spawn(read(sock, records, stopped, asked));
         Ok(DirectReports {
             stop: Some(stop),
+            ask,
             task,
         })
+    }
+
+    /// Resolves once what is already queued on the socket is taken in
+    /// (its records sent), the socket still read after: when the
+    /// commands that could report have ended, everything they reported
+    /// is then on its way to the records (a setup's, before its output
+    /// is stored: `runner/setup.rs`).
+    pub async fn taken_in(&self) {
+        let (done, taken) = oneshot::channel();
+        if self.ask.send(done).await.is_ok() {
+            // An error: the reader ended, having sent what it read.
+            let _ = taken.await;
+        }
     }
 
     /// Takes in what is already queued (every command has ended: what
@@ -84,6 +102,7 @@ async fn read(
     sock: tokio::net::UnixDatagram,
     records: mpsc::Sender<EgressRecord>,
     mut stopped: oneshot::Receiver<()>,
+    mut asked: mpsc::Receiver<oneshot::Sender<()>>,
 ) {
     let mut buf = vec![0u8; MAX_REPORT];
     let mut made = 0usize;
@@ -97,16 +116,39 @@ async fn read(
                     }
                 }
             }
+            Some(done) = asked.recv() => {
+                if !queued(&sock, &mut buf, &records, &mut made).await {
+                    return;
+                }
+                let _ = done.send(());
+            }
             _ = &mut stopped => break,
         }
     }
-    while let Ok(n) = sock.try_recv(&mut buf) {
-        if let Some(rec) = take(n, &buf, &mut made) {
+    queued(&sock, &mut buf, &records, &mut made).await;
+}
+
+/// Sends the records of the reports queued on `sock`; false when the
+/// records' receiver is gone. Read with `MSG_DONTWAIT`, not `try_recv`:
+/// that answers "would block" without reading while the runtime has not
+/// yet seen the socket readable, and what was queued then (the last
+/// reports of commands that just ended) was left unread.
+async fn queued(
+    sock: &tokio::net::UnixDatagram,
+    buf: &mut [u8],
+    records: &mpsc::Sender<EgressRecord>,
+    made: &mut usize,
+) -> bool {
+    use std::os::fd::AsRawFd as _;
+    let no_wait = nix::sys::socket::MsgFlags::MSG_DONTWAIT;
+    while let Ok(n) = nix::sys::socket::recv(sock.as_raw_fd(), buf, no_wait) {
+        if let Some(rec) = take(n, buf, made) {
             if records.send(rec).await.is_err() {
-                return;
+                return false;
             }
         }
     }
+    true
 }
 
 /// The record of the report in `buf[..n]`, within the job's bound.
@@ -267,6 +309,45 @@ fn transport_name(t: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `taken_in` resolves once the reports already on the socket are
+    /// records on the channel, the socket still read after (a report
+    /// then is taken in too); on a one-thread runtime nothing reads the
+    /// socket unless something waits, so without it the channel would be
+    /// empty here.
+    #[tokio::test(flavor = "current_thread")]
+    async fn reports_queued_are_taken_in_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("direct.sock");
+        let (tx, mut rx) = mpsc::channel(16);
+        let reports = DirectReports::bind(&path, tx).unwrap();
+        let client = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        let send = |text: &str| client.send_to(text.as_bytes(), &path).unwrap();
+        send("paddock-direct/1 setup flow tcp 10.0.0.1 443");
+        send("not a report");
+        send("paddock-direct/1 setup flow udp 10.0.0.2 53");
+        reports.taken_in().await;
+        let mut taken = Vec::new();
+        while let Ok(rec) = rx.try_recv() {
+            taken.push((rec.host, rec.port, rec.rule));
+        }
+        send("paddock-direct/1 agent flow tcp 10.0.0.3 80");
+        reports.finish().await;
+        let after: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|rec| (rec.host, rec.port, rec.rule))
+            .collect();
+        let rec = |host: &str, port, rule: &str| (host.to_string(), port, Some(rule.to_string()));
+        assert_eq!(
+            (taken, after),
+            (
+                vec![
+                    rec("10.0.0.1", 443, "direct:tcp"),
+                    rec("10.0.0.2", 53, "direct:udp")
+                ],
+                vec![rec("10.0.0.3", 80, "direct:tcp")]
+            )
+        );
+    }
 
     #[test]
     fn reports_become_refused_records() {

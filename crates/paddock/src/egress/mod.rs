@@ -179,6 +179,8 @@ pub struct EgressProxy {
     pool: Arc<pool::UpstreamPool>,
     /// Closes the kept connections when they expire.
     reaper: JoinHandle<()>,
+    /// How many accepted connections are being served (`server::Serving`).
+    serving: watch::Receiver<usize>,
 }
 
 impl EgressProxy {
@@ -281,6 +283,7 @@ impl EgressProxy {
         let (phase, phase_rx) = watch::channel(config.phase);
         let pool = Arc::new(pool::UpstreamPool::new(config.limits.kept_idle));
         let reaper = tokio::spawn(pool.clone().reap());
+        let (serving_tx, serving) = watch::channel(0);
         let shared = Arc::new(server::Shared {
             pool: pool.clone(),
             lists: config.lists,
@@ -291,6 +294,7 @@ impl EgressProxy {
             in_force: config.in_force,
             records,
             auth,
+            serving: serving_tx,
         });
         let accept = tokio::spawn(server::serve(listener, shared, phase_rx));
         EgressProxy {
@@ -299,6 +303,22 @@ impl EgressProxy {
             accept,
             pool,
             reaper,
+            serving,
+        }
+    }
+
+    /// Resolves once no connection the proxy accepted is being served:
+    /// every one has ended and its record is sent (to `records`, whose
+    /// receiver must be read meanwhile: a full channel holds the last
+    /// sends). Once the job's processes are gone, what they asked of the
+    /// proxy is then on the record: a setup's refusals are known before
+    /// its output is stored (`runner/setup.rs`). A connection still in
+    /// the listener's backlog is not counted.
+    pub fn settled(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut serving = self.serving.clone();
+        async move {
+            // An error: the accept loop and every connection are gone.
+            let _ = serving.wait_for(|n| *n == 0).await;
         }
     }
 

@@ -93,6 +93,26 @@ pub(crate) struct Shared {
     /// The `Proxy-Authorization` every request must carry (a loopback TCP
     /// listener: `super::auth`); `None`: none is asked for.
     pub auth: Option<super::auth::ProxyAuth>,
+    /// How many accepted connections are being served, their records not
+    /// yet sent ([`Serving`]): what `EgressProxy::settled` waits on.
+    pub serving: watch::Sender<usize>,
+}
+
+/// One accepted connection counted in [`Shared::serving`] until it is
+/// dropped: after its record was sent, or when its task ends otherwise.
+struct Serving(Arc<Shared>);
+
+impl Serving {
+    fn new(shared: Arc<Shared>) -> Serving {
+        shared.serving.send_modify(|n| *n += 1);
+        Serving(shared)
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.serving.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// Where the proxy accepts: loopback TCP (the engine on the `process`
@@ -142,6 +162,7 @@ pub(crate) async fn serve(
         };
         let shared = shared.clone();
         let phase = phase.clone();
+        let serving = Serving::new(shared.clone());
         tokio::spawn(async move {
             let record = match conn {
                 Accepted::Tcp(tcp) => handle(tcp, &shared, phase).await,
@@ -167,6 +188,7 @@ pub(crate) async fn serve(
             } else {
                 let _ = shared.records.send(record).await;
             }
+            drop(serving);
             drop(permit);
         });
     }

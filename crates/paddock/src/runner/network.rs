@@ -27,7 +27,7 @@ use crate::store::StoreError;
 const RECORDS: usize = 1024;
 /// How long the records of connections closed at the job's end are
 /// waited for.
-const DRAIN: Duration = Duration::from_secs(2);
+pub(super) const DRAIN: Duration = Duration::from_secs(2);
 
 /// A job's running proxy and its records.
 pub(super) struct Egress {
@@ -171,6 +171,68 @@ pub(super) async fn record(em: &mut Emitter, rec: EgressRecord) -> Result<(), St
     stored?;
     em.egress_seq = seq;
     em.emit_job(EventBody::Network(rec)).await
+}
+
+/// What [`settle`] took in.
+pub(super) struct Settled {
+    /// The records taken in while settling (each also on the record).
+    pub taken: Vec<EgressRecord>,
+    /// Whether every connection the proxy had accepted ended, and the
+    /// direct attempts' reports were taken in, within [`DRAIN`].
+    pub in_time: bool,
+}
+
+/// Takes in the records of the proxy's connections until none is being
+/// served and the direct attempts already reported are taken in, for
+/// [`DRAIN`] at most; the proxy keeps serving. Called once the job's
+/// processes of a phase are gone (a setup's last command ended): every
+/// attempt they made is then on the record, a refusal whose answer a
+/// command read before it exited too (the proxy sends a connection's
+/// record once it ends, after the answer).
+pub(super) async fn settle(
+    em: &mut Emitter,
+    egress: &mut Option<Egress>,
+) -> Result<Settled, StoreError> {
+    let mut taken = Vec::new();
+    let Some(Egress {
+        handle,
+        direct,
+        records,
+        ..
+    }) = egress
+    else {
+        return Ok(Settled {
+            taken,
+            in_time: true,
+        });
+    };
+    let served = handle.as_ref().map(|h| h.proxy.settled());
+    let reported = async {
+        if let Some(served) = served {
+            served.await;
+        }
+        if let Some(direct) = direct.as_ref() {
+            direct.taken_in().await;
+        }
+    };
+    tokio::pin!(reported);
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    let in_time = loop {
+        tokio::select! {
+            () = &mut reported => break true,
+            Some(rec) = records.recv() => {
+                taken.push(rec.clone());
+                record(em, rec).await?;
+            }
+            () = tokio::time::sleep_until(deadline) => break false,
+        }
+    };
+    // What was sent before the proxy and the reports settled.
+    while let Ok(rec) = records.try_recv() {
+        taken.push(rec.clone());
+        record(em, rec).await?;
+    }
+    Ok(Settled { taken, in_time })
 }
 
 /// Stops the proxy (closing every connection it relays) and takes in the

@@ -15,7 +15,11 @@
 //! whatever still points into the job's directory), and the proxy's
 //! records are taken in before the job ends. The setup cache
 //! (`setup_cache.rs`) restores what an earlier job's identical setup
-//! added instead of running the commands, or stores what they added.
+//! added instead of running the commands, or stores what they added:
+//! only when no destination was refused or unreached during setup (the
+//! proxy's records settled first, `network::settle`), since a command
+//! that ignores a failed fetch (`npm ci || true`) exits 0 with its output
+//! partial, and every later job would restore that instead of fetching.
 
 use std::future::Future;
 use std::process::ExitStatus;
@@ -121,6 +125,7 @@ pub(super) async fn run(
         },
     };
     let total = setup.commands.len();
+    let mut unmet = Unmet::default();
     for (i, line) in setup.commands.iter().enumerate() {
         let call_id = format!("setup-{}", i + 1);
         em.emit(EventBody::ToolCall {
@@ -150,7 +155,7 @@ pub(super) async fn run(
             Err(e) => Err(e),
         };
         let result = match launched {
-            Ok(Some(process)) => one(em, process, egress, deadline, cancel).await,
+            Ok(Some(process)) => one(em, process, (egress, &mut unmet), deadline, cancel).await,
             Ok(None) => Err(SetupStop::Cancelled(format!(
                 "cancelled during {what}; the engine was not started"
             ))),
@@ -184,17 +189,116 @@ pub(super) async fn run(
         }
     }
     // Every command succeeded and nothing they started is left; what
-    // they made is stored only when it is within the job's disk (a
-    // command that ignored its errors, `cmd || true`, exits 0 on a full
-    // disk, its output partial), measured now: the watcher's walk may
-    // not have come since the last command ended.
+    // they made is stored only when nothing they asked for was refused
+    // or unreached, and within the job's disk (a command that ignored
+    // its errors, `cmd || true`, exits 0 on a full disk or without what
+    // it could not fetch, its output partial), measured now: the
+    // proxy's last records and the watcher's walk may not have come
+    // since the last command ended.
     if let Some(c) = cached {
-        match disk.past_limit_now().await {
+        let settled = network::settle(em, egress).await?;
+        for rec in &settled.taken {
+            unmet.note(rec);
+        }
+        let declined = match (unmet.said(), settled.in_time) {
+            (Some(said), _) => Some(said),
+            (None, false) => Some(format!(
+                "the egress proxy's connections of setup had not all ended {} s after its last \
+                 command, so what it refused them is not known",
+                network::DRAIN.as_secs()
+            )),
+            (None, true) => disk.past_limit_now().await,
+        };
+        match declined {
             Some(why) => super::setup_cache::decline(em, c, &why).await?,
             None => super::setup_cache::store(em, c, ws).await?,
         }
     }
     Ok(true)
+}
+
+/// The most destinations [`Unmet`] keeps, each once.
+const UNMET_KEPT: usize = 64;
+
+/// What the setup's commands asked for that the egress proxy refused or
+/// could not reach (as a failed setup's reason counts them:
+/// [`refusals_said`]), each destination and rule once, at most
+/// [`UNMET_KEPT`] of them and how many more.
+#[derive(Default)]
+struct Unmet {
+    kept: Vec<paddock_protocol::EgressRecord>,
+    more: usize,
+}
+
+impl Unmet {
+    fn note(&mut self, rec: &paddock_protocol::EgressRecord) {
+        if !is_unmet(rec) {
+            return;
+        }
+        let same = |r: &paddock_protocol::EgressRecord| {
+            r.host == rec.host && r.port == rec.port && r.rule == rec.rule
+        };
+        if self.kept.iter().any(same) {
+            return;
+        }
+        if self.kept.len() < UNMET_KEPT {
+            self.kept.push(rec.clone());
+        } else {
+            self.more += 1;
+        }
+    }
+
+    /// Why a setup whose commands all exited 0 is not stored, when
+    /// something was refused or unreached: the destinations, each list
+    /// named as [`refusals_said`] names it.
+    fn said(&self) -> Option<String> {
+        let (refused, unreached) =
+            crate::egress::refusal::split_unreached(&self.kept, |r| r.rule.as_deref());
+        // At most REFUSALS_NAMED named, the rest (and what was past
+        // the kept ones) counted.
+        let names = |records: Vec<&paddock_protocol::EgressRecord>, more: usize| {
+            let named: Vec<String> = records
+                .iter()
+                .take(REFUSALS_NAMED)
+                .map(|r| refusal_named(&r.host, r.port, r.rule.as_deref()))
+                .collect();
+            let rest = records.len().saturating_sub(REFUSALS_NAMED) + more;
+            match rest {
+                0 => named.join(", "),
+                rest => format!("{} and {rest} more", named.join(", ")),
+            }
+        };
+        // What was past the kept ones is counted with the refused.
+        let mut what = Vec::new();
+        if !refused.is_empty() || self.more > 0 {
+            what.push(format!(
+                "the egress proxy refused {}",
+                names(refused, self.more)
+            ));
+        }
+        if !unreached.is_empty() {
+            what.push(format!(
+                "did not reach {}, on the setup phase's list",
+                names(unreached, 0)
+            ));
+        }
+        (!what.is_empty()).then(|| {
+            format!(
+                "its commands exited 0, but during setup {}: what they made may lack what \
+                 those would have fetched (a command that ignores a failure, `cmd || true`, \
+                 exits 0 without it); the next job runs the setup again (the `network` events \
+                 say why each was refused or not reached)",
+                what.join(" and ")
+            )
+        })
+    }
+}
+
+/// Whether a record is of something the setup asked for and did not get:
+/// refused or unreached during setup (not a request without a
+/// destination, port 0).
+fn is_unmet(r: &paddock_protocol::EgressRecord) -> bool {
+    !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0
 }
 
 /// The most refused destinations a failed setup's reason names.
@@ -230,9 +334,7 @@ fn refusals_said(
     records: &[paddock_protocol::EgressRecord],
     in_force: &crate::egress::refusal::InForce,
 ) -> Option<String> {
-    let setup = records
-        .iter()
-        .filter(|r| !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0);
+    let setup = records.iter().filter(|r| is_unmet(r));
     let (refused, unreached) =
         crate::egress::refusal::split_unreached(setup, |r| r.rule.as_deref());
     // Each destination once, in the order first met.
@@ -337,7 +439,7 @@ fn exit_code(status: &ExitStatus) -> i64 {
 async fn one(
     em: &mut Emitter,
     mut process: Box<dyn EngineProcess>,
-    egress: &mut Option<Egress>,
+    (egress, unmet): (&mut Option<Egress>, &mut Unmet),
     deadline: Instant,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<(Ended, String), SetupStop> {
@@ -349,7 +451,10 @@ async fn one(
                 let status = status.map_err(|e| super::launch::step("wait for a setup command", e))?;
                 break Ended::Exited(status);
             }
-            Some(rec) = network::next(egress) => network::record(em, rec).await?,
+            Some(rec) = network::next(egress) => {
+                unmet.note(&rec);
+                network::record(em, rec).await?
+            }
             () = tokio::time::sleep_until(deadline) => {
                 stop(process.as_mut()).await;
                 break Ended::TimedOut;

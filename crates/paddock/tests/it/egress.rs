@@ -1318,3 +1318,50 @@ async fn a_plain_request_carries_nothing_after_it_to_its_host() {
     // nothing.
     assert_eq!(web.connections(4).await[3], Vec::<u8>::new());
 }
+
+/// `settled` resolves only once no connection the proxy accepted is being
+/// served, each one's record sent by then: a refusal whose answer the
+/// client read and closed is on the channel, not on its way (the proxy
+/// sends a record once its connection ends, after the answer), and a
+/// connection still open holds it back until it closes. What a setup's
+/// commands were refused is thus known before their output is stored
+/// (`runner/setup.rs`).
+#[tokio::test]
+async fn settled_waits_for_every_connection_and_its_record() {
+    let mut p = Proxy::agent(&[], &[], MockResolver::new()).await;
+    // Accepted before the tunnel below (one listener, in order), then
+    // silent: the proxy waits for its head.
+    let mut held = p.connect().await;
+    held.write_all(b"CONNECT held.test:443 HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    let (answer, s) = p.tunnel("denied.test:443").await;
+    drop(s);
+    let settled = p.proxy.settled();
+    tokio::pin!(settled);
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut settled).await;
+    drop(held);
+    tokio::time::timeout(WAIT, &mut settled)
+        .await
+        .expect("settled once the held connection closed");
+    let mut taken = Vec::new();
+    while let Ok(rec) = p.records.try_recv() {
+        taken.push((rec.host, rec.port, rec.allowed, rec.rule));
+    }
+    assert_eq!(
+        (status(&answer), early.is_err(), taken),
+        (
+            "HTTP/1.1 403 Forbidden".to_string(),
+            true,
+            vec![
+                (
+                    "denied.test".to_string(),
+                    443,
+                    false,
+                    Some("allowlist".to_string())
+                ),
+                (String::new(), 0, false, Some("bad_request".to_string())),
+            ]
+        )
+    );
+}

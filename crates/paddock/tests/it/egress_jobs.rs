@@ -798,3 +798,104 @@ open("{count}", "a").write(" " + end)
     assert!(got > 0, "{count}");
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
 }
+
+/// A setup whose commands all exit 0 though the proxy refused one fetch
+/// and could not reach another (`curl ... || true`: what they made is
+/// partial) is not stored in the setup cache, the event naming both
+/// destinations, and the next job runs the setup again, where it was
+/// stored and every later job of the same key restored the partial output
+/// without fetching again.
+async fn a_setup_that_ignored_a_refused_fetch_is_not_stored_on(rung: &str) {
+    let port = stand_in().await;
+    // Allowed, opened, but nothing listens there: `connect`.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let home = Home::new();
+    let commands = [
+        format!("curl -sf --noproxy '' --max-time 5 -o got.txt http://127.0.0.1:{port}/deps"),
+        "curl -sf --max-time 5 -o extra.txt http://registry.example/extra || true".to_string(),
+        format!(
+            "curl -sf --noproxy '' --max-time 5 -o more.txt http://127.0.0.1:{closed}/more || true"
+        ),
+    ];
+    let list = commands
+        .iter()
+        .map(|c| format!("'''{c}'''"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let spec = fake_codex_job(&home, rung, "true", 60);
+    append_to_spec(
+        &spec,
+        &format!(
+            "[setup]\ncommands = [{list}]\nnetwork = [\"127.0.0.1:{port}\", \"127.0.0.1:{closed}\"]\n"
+        ),
+    );
+    under_profile(
+        &spec,
+        &format!(
+            "id = \"egress-test\"\n[network]\nsetup_allow = [\"127.0.0.1:{port}\", \"127.0.0.1:{closed}\"]\nopen_addresses = [\"127.0.0.1:{port}\", \"127.0.0.1:{closed}\"]\n"
+        ),
+    );
+    if rung == "process" {
+        let text = std::fs::read_to_string(&spec).unwrap();
+        std::fs::write(&spec, format!("{text}accept_degraded = [\"network\"]\n")).unwrap();
+    }
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        let events = home.store().await.events(&rec.id, 0).await.unwrap();
+        let cache: Vec<String> = events
+            .iter()
+            .filter_map(|e| match &e.body {
+                EventBody::Status {
+                    phase: paddock_protocol::Phase::SetupCache,
+                    detail,
+                } => detail.clone(),
+                _ => None,
+            })
+            .collect();
+        let ran: Vec<Option<i64>> = setup_events(&events).into_iter().map(|c| c.1).collect();
+        runs.push((cache, ran));
+    }
+    let detail = runs[0].0.first().cloned().unwrap_or_default();
+    let at = detail.find("(key ").map_or(0, |i| i + 5);
+    let key = detail.get(at..at + 12).unwrap_or_default().to_string();
+    let once = (
+        vec![
+            format!("not in the setup cache (key {key}); the setup commands run"),
+            format!(
+                "not stored in the setup cache (key {key}): its commands exited 0, but during \
+                 setup the egress proxy refused `registry.example:80` (allowlist) and did not \
+                 reach `127.0.0.1:{closed}` (connect), on the setup phase's list: what they made \
+                 may lack what those would have fetched (a command that ignores a failure, \
+                 `cmd || true`, exits 0 without it); the next job runs the setup again (the \
+                 `network` events say why each was refused or not reached)"
+            ),
+        ],
+        vec![Some(0), Some(0), Some(0)],
+    );
+    assert_eq!(runs, vec![once.clone(), once], "{rung}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_that_ignored_a_refused_fetch_is_not_stored() {
+    if !curl_available() {
+        return;
+    }
+    a_setup_that_ignored_a_refused_fetch_is_not_stored_on("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_the_sandbox_rung_a_setup_that_ignored_a_refused_fetch_is_not_stored() {
+    if !sandbox_available() || !curl_available() {
+        return;
+    }
+    a_setup_that_ignored_a_refused_fetch_is_not_stored_on("sandbox").await;
+}
