@@ -16,6 +16,7 @@ mod context;
 mod dashboard;
 mod denial_attacks;
 mod disk_attacks;
+mod doc_examples;
 mod doc_links;
 mod egress;
 mod egress_clients;
