@@ -265,7 +265,7 @@ async fn exec_beside(
         runner
             .engine_here(&spec)
             .map_err(|e| failure(e.code(), named(e).into()))?;
-        match &prior {
+        let admitted = match &prior {
             None => runner
                 .admit(&spec)
                 .await
@@ -277,7 +277,12 @@ async fn exec_beside(
                 paddock::runner::AfterError::Admit(e) => failure(e.code(), named(e).into()),
                 e => failure(e.code(), e.into()),
             }),
-        }
+        }?;
+        // What its sandbox here would refuse at launch, refused now.
+        runner
+            .view_here(&admitted)
+            .map_err(|e| failure(e.code(), named(e).into()))?;
+        Ok::<_, Failure>(admitted)
     };
     let mut admitted = tokio::select! {
         admitted = admission => admitted?,

@@ -208,17 +208,28 @@ impl Runner {
         self.rungs.sandbox.probe().await
     }
 
-    /// Admits `spec`: everything checked before the job exists.
+    /// Admits `spec`: everything checked before the job exists that
+    /// does not depend on which host runs it (the engine's binary and the
+    /// sandbox's view do: [`Runner::engine_here`], [`Runner::view_here`]).
     pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
         admit::host_profile(spec, self.config.host_profile.as_deref())?;
-        let admitted = admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await?;
-        // What its sandbox would refuse at launch, refused now.
-        if admitted.spec().isolation == paddock_protocol::Isolation::Sandbox {
-            let profiled = admitted.shaped.policy.is_some();
-            sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)
-                .map_err(AdmitError::SandboxView)?;
+        admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await
+    }
+
+    /// Refuses `admitted`, a job on the `sandbox` rung, when its sandbox
+    /// on this host would refuse one of its paths (`sandbox_view.rs`: the
+    /// engine's directories, the jobs directory, the hook's). For the
+    /// callers whose job runs on the host that admits it (`paddock run`, a
+    /// server's turn), after [`Runner::admit`], as [`Runner::engine_here`];
+    /// not a server's submission, whose job any server of a fleet may claim
+    /// and run, where provisioning fails it naming that host.
+    pub fn view_here(&self, admitted: &Admitted) -> Result<(), AdmitError> {
+        if admitted.spec().isolation != paddock_protocol::Isolation::Sandbox {
+            return Ok(());
         }
-        Ok(admitted)
+        let profiled = admitted.shaped.policy.is_some();
+        sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)
+            .map_err(AdmitError::SandboxView)
     }
 
     /// Refuses `spec` when its engine's binary cannot be resolved on this

@@ -149,17 +149,36 @@ pub(super) async fn provision(
         }
     }
     let adapter = engines::adapter(spec.engine.kind);
+    // What of the job depends on the host that runs it: its engine's
+    // binary, and on the `sandbox` rung the paths its view binds. Checked
+    // at admission where the job runs on the host that admitted it; here
+    // again, since the binary may have gone since, or a fleet's other
+    // server admitted it: the failure names this host, where a user
+    // reading the record from anywhere looks for what to fix.
+    let here = |e: &dyn std::fmt::Display| {
+        let me = &job.config.liveness.owner;
+        format!(
+            "host {} (jobs directory {}) cannot run the job: {e}",
+            me.name, me.host
+        )
+    };
     let binary = match resolve_engine(spec, job.config.host_path.as_deref(), &job.config.cwd) {
         Ok(b) => b,
-        // Checked at admission where the job runs on the host that
-        // admitted it; here again, since the binary may have gone since
-        // (or a fleet's other server admitted it).
         Err(e) => {
-            let msg = e.to_string();
+            let msg = here(&e);
             em.error("paddock", msg.clone(), true).await?;
             return Err(Stop::End(Ended::failed(msg, true)));
         }
     };
+    if spec.isolation == paddock_protocol::Isolation::Sandbox {
+        if let Err(e) =
+            super::sandbox_view::check(spec, &em.job_id, job.policy.is_some(), &job.config)
+        {
+            let msg = here(&e);
+            em.error("paddock", msg.clone(), true).await?;
+            return Err(Stop::End(Ended::failed(msg, true)));
+        }
+    }
     // The source's token (a URL source's `repository.token`) is redacted
     // wherever the job's text goes; the workspace reads it again and
     // reports a reference that does not resolve.

@@ -313,8 +313,10 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
 /// admission of a job that runs on this host) refuses it naming
 /// `engine.binary`; `Runner::admit` alone (a server's submission, which
 /// another server may run) admits it, and provisioning fails the job with
-/// the same words, an `error` event, its input's fault, its workspace
-/// never made (the check kept there: the binary may go after admission).
+/// the same words after the host that cannot run it (its name and jobs
+/// directory: a fleet's record is read from anywhere), an `error` event,
+/// its input's fault, its workspace never made (the check kept there: the
+/// binary may go after admission). Before, the failure named no host.
 #[tokio::test]
 async fn an_engine_that_is_not_there_is_refused_here_and_failed_at_provisioning() {
     let host = Host::new().await;
@@ -332,6 +334,11 @@ async fn an_engine_that_is_not_there_is_refused_here_and_failed_at_provisioning(
         gone.display()
     );
     let refused = runner.engine_here(&spec).map_err(|e| e.to_string());
+    let me = &runner.config().liveness.owner;
+    let failed = format!(
+        "host {} (jobs directory {}) cannot run the job: {said}",
+        me.name, me.host
+    );
     let result = run(&runner, &spec).await.0.unwrap();
     let events = host.store.events(&result.record.id, 0).await.unwrap();
     let errors: Vec<(String, bool)> = events
@@ -354,9 +361,9 @@ async fn an_engine_that_is_not_there_is_refused_here_and_failed_at_provisioning(
         (
             Err(format!("job refused before start: {said}")),
             JobStatus::Failed,
-            Some(said.clone()),
+            Some(failed.clone()),
             true,
-            vec![(said, true)],
+            vec![(failed, true)],
             0,
             Vec::<String>::new(),
         )

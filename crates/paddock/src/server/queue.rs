@@ -330,6 +330,7 @@ impl Queue {
         self.runner.engine_here(spec)?;
         let mut admitted = self.runner.admit(spec).await?;
         id.clone_into(&mut admitted.id);
+        self.runner.view_here(&admitted)?;
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
             return Ok(Turn::Held(self.hold(&admitted, message, 0).await?.id));
         }

@@ -573,13 +573,19 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
     assert_eq!(accepted.status().as_u16(), 202, "{}", server.stderr());
 }
 
-/// A job whose engine the sandbox could not bind (its binary directly in
-/// /tmp, so its directory is the view's own /tmp) is a 422 `bad_input`
-/// at submission with the CLI's message (but for the spec's file, which
-/// only the CLI knows), nothing recorded; it was queued, recorded and
-/// failed at its launch (`runner/sandbox_view.rs`).
-#[tokio::test]
-async fn a_job_whose_engine_the_sandbox_cannot_bind_is_refused_at_submission() {
+/// A job whose engine the sandbox could not bind on this server (its
+/// binary directly in /tmp, so its directory is the view's own /tmp) is
+/// accepted at submission (202: any server of a fleet may claim it, with
+/// its own engines and jobs directory, as for an engine not found:
+/// `Runner::view_here` is not asked there), and the server that claims it
+/// fails it before provisioning, naming itself and the CLI's words (but
+/// for the spec's file, which only the CLI knows) in its reason and an
+/// `error` event, nothing of its workspace made; a turn, which runs on the
+/// server that takes it, is refused 422 `bad_input` with the CLI's
+/// message, nothing recorded. Before, the submission was refused for what
+/// the submitting server's view would refuse, whichever server ran it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_engine_the_sandbox_cannot_bind_here_is_failed_by_the_server_that_claims_it() {
     if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
@@ -603,26 +609,70 @@ async fn a_job_whose_engine_the_sandbox_cannot_bind_is_refused_at_submission() {
         .strip_prefix("paddock: ")
         .unwrap()
         .to_owned();
-    let resp = server.submit(&job, 0).await;
+    let said = cli_message
+        .strip_prefix("job refused before start: ")
+        .unwrap()
+        .replacen(&format!(" in job spec {}", file.display()), "", 1);
+    let turn = serde_json::json!({
+        "engine": job["engine"],
+        "upstream": job["upstream"],
+        "input": "Hi.",
+        "files": {"a.txt": "a\n"},
+        "isolation": "sandbox",
+    });
+    let turned = server
+        .client
+        .clone()
+        .post(server.url("/v1/turns"))
+        .header("content-type", "application/json")
+        .body(turn.to_string())
+        .send()
+        .await
+        .unwrap();
+    let turned = (turned.status().as_u16(), body::<Value>(turned).await);
+    let recorded_by_turn = home.store().await.jobs(10).await.unwrap();
+    let queued = server.submit_ok(&job, 0).await;
+    let failed = server.wait_for(&queued, is_final).await;
+    let errors: Vec<(String, bool)> = stored_events(&home, &queued)
+        .await
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Error { message, fatal, .. } => Some((message, fatal)),
+            _ => None,
+        })
+        .collect();
+    let (host, name) = crate::hosts::host_of(&home);
+    let here = format!("host {name} (jobs directory {host}) cannot run the job: {said}");
     assert_eq!(
         (
             cli.status.code(),
-            resp.status().as_u16(),
-            body::<Value>(resp).await,
-            home.store().await.jobs(10).await.unwrap(),
+            turned,
+            recorded_by_turn,
+            failed.status,
+            failed.reason,
+            errors,
+            home.leftover_workspaces(),
         ),
         (
             Some(2),
-            422,
-            serde_json::json!({
-                "type": "urn:paddock:problem:bad_input",
-                "title": "the job spec cannot run",
-                "status": 422,
-                "detail": cli_message.replacen(&format!(" in job spec {}", file.display()), "", 1),
-                "code": "bad_input",
-            }),
+            (
+                422,
+                serde_json::json!({
+                    "type": "urn:paddock:problem:bad_input",
+                    "title": "the job spec cannot run",
+                    "status": 422,
+                    "detail": format!("job refused before start: {said}"),
+                    "code": "bad_input",
+                })
+            ),
             vec![],
-        )
+            JobStatus::Failed,
+            Some(here.clone()),
+            vec![(here, true)],
+            Vec::<String>::new(),
+        ),
+        "{}",
+        server.stderr()
     );
     assert_eq!(
         cli_message,

@@ -251,7 +251,8 @@ async fn a_turn_whose_budget_is_spent_is_held_and_its_stream_ends() {
 /// field and what to do, nothing recorded or left. Before, it was
 /// recorded `running` and failed at provisioning. The same spec submitted
 /// to the queue is accepted (any server of a fleet may claim it, with
-/// its own engines) and fails at provisioning with the same words.
+/// its own engines) and fails at provisioning with the same words after
+/// the host that could not run it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_whose_engine_is_not_there_is_refused_a_queued_job_is_not() {
     let home = Home::new();
@@ -279,6 +280,7 @@ async fn a_turn_whose_engine_is_not_there_is_refused_a_queued_job_is_not() {
     job["engine"]["binary"] = json!(gone);
     let queued = server.submit_ok(&job, 0).await;
     let failed = server.wait_for(&queued, crate::serve::is_final).await;
+    let (host, name) = crate::hosts::host_of(&home);
     assert_eq!(
         (refused, nothing, failed.status, failed.reason),
         (
@@ -294,7 +296,9 @@ async fn a_turn_whose_engine_is_not_there_is_refused_a_queued_job_is_not() {
             ),
             (vec![], Vec::<String>::new()),
             JobStatus::Failed,
-            Some(said),
+            Some(format!(
+                "host {name} (jobs directory {host}) cannot run the job: {said}"
+            )),
         ),
         "{}",
         server.stderr()
