@@ -27,6 +27,16 @@ pub fn split_unreached<T>(
         .partition(|item| !rule_of(item).is_some_and(|rule| UNREACHED_RULES.contains(&rule)))
 }
 
+/// Whether a refusal's `rule` is about the address its destination
+/// resolved to (`deny_list:<range>`), not about the destination: no spec
+/// field asks for such an address; only a host profile opens one,
+/// `address:port` at a time (`network.open_addresses`), which is what its
+/// advice says ([`InForce::opens`]) where a list refusal's names the
+/// spec's field.
+pub fn by_address(rule: &str) -> bool {
+    rule.starts_with("deny_list:")
+}
+
 /// What bounds the job's lists, as a refused request's advice words it:
 /// the host profile the job runs under and whether its `[network]`
 /// section sets a maximum, or no profile at all (then no profile is
@@ -58,6 +68,23 @@ impl InForce {
                 " (docs/egress.md; the job runs under no host profile)".to_string()
             }
         }
+    }
+
+    /// How an address refused by the deny list is opened, as the advice
+    /// of a refusal [`by_address`] words it: the ranges closed to jobs,
+    /// and that only the job's host profile (or a host profile, and the
+    /// job runs under none) opens one.
+    pub fn opens(&self) -> String {
+        let how = "one `address:port` at a time (`network.open_addresses`, docs/egress.md)";
+        let opens = match self {
+            InForce::Maximum { profile } | InForce::Unbounded { profile } => {
+                format!("only the job's host profile (`{profile}`) can open one, {how}")
+            }
+            InForce::NoProfile => {
+                format!("only a host profile can open one, {how}, and the job runs under none")
+            }
+        };
+        format!("Loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; {opens}.")
     }
 
     /// What is in force for a job under `profile`.
@@ -200,18 +227,7 @@ impl Refusal {
                     "To reach it, the job's spec must list `{destination}` in `{field}`{bound}; ask whoever runs this job."
                 )
             }
-            r if r.starts_with("deny_list:") => {
-                let how = "one `address:port` at a time (`network.open_addresses`, docs/egress.md)";
-                let opens = match in_force {
-                    InForce::Maximum { profile } | InForce::Unbounded { profile } => {
-                        format!("only the job's host profile (`{profile}`) can open one, {how}")
-                    }
-                    InForce::NoProfile => {
-                        format!("only a host profile can open one, {how}, and the job runs under none")
-                    }
-                };
-                format!("Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; {opens}.")
-            }
+            r if by_address(r) => in_force.opens(),
             "proxy_auth" => "This proxy serves one job: use the proxy URL of the job's HTTPS_PROXY/HTTP_PROXY as it is (it holds the job's proxy credentials).".to_string(),
             "bad_request" => "Send `CONNECT host:port` for HTTPS, or an absolute `http://host/path` request (set HTTPS_PROXY/HTTP_PROXY).".to_string(),
             "content_encoding" => "The proxy asked the credential host for `accept-encoding: identity` so that it can scan the answer for the credential; a compressed answer is not relayed. Ask the host for an uncompressed one (docs/egress.md).".to_string(),
@@ -306,15 +322,15 @@ mod tests {
             vec![
                 [
                     "To reach it, the job's spec must list `a.example:443` in `setup.network`, within host profile `ci-box`'s `network.setup_allow` (docs/egress.md); ask whoever runs this job.".to_string(),
-                    "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the job's host profile (`ci-box`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+                    "Loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; only the job's host profile (`ci-box`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
                 ],
                 [
                     "To reach it, the job's spec must list `a.example:443` in `setup.network` (docs/egress.md; the job's host profile `wide` sets no maximum); ask whoever runs this job.".to_string(),
-                    "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the job's host profile (`wide`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+                    "Loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; only the job's host profile (`wide`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
                 ],
                 [
                     "To reach it, the job's spec must list `a.example:443` in `setup.network` (docs/egress.md; the job runs under no host profile); ask whoever runs this job.".to_string(),
-                    "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only a host profile can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md), and the job runs under none.".to_string(),
+                    "Loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; only a host profile can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md), and the job runs under none.".to_string(),
                 ],
             ]
         );

@@ -260,7 +260,7 @@ impl Unmet {
             let named: Vec<String> = records
                 .iter()
                 .take(REFUSALS_NAMED)
-                .map(|r| refusal_named(&r.host, r.port, r.rule.as_deref()))
+                .map(|r| refusal_named_at(r))
                 .collect();
             let rest = records.len().saturating_sub(REFUSALS_NAMED) + more;
             match rest {
@@ -328,8 +328,10 @@ async fn with_refusals(
 
 /// What a failed setup's reason adds about its egress records: the
 /// destinations the proxy refused during setup and where to ask for them,
-/// then those on the setup phase's list it could not reach (which asking
-/// would not help); `None` when there are neither.
+/// those refused by the address they resolved to (`deny_list:…`: listed
+/// already, and only a host profile opens such an address), then those on
+/// the setup phase's list it could not reach (which asking would not
+/// help); `None` when there are none.
 fn refusals_said(
     records: &[paddock_protocol::EgressRecord],
     in_force: &crate::egress::refusal::InForce,
@@ -337,24 +339,39 @@ fn refusals_said(
     let setup = records.iter().filter(|r| is_unmet(r));
     let (refused, unreached) =
         crate::egress::refusal::split_unreached(setup, |r| r.rule.as_deref());
-    // Each destination once, in the order first met.
+    let (by_address, refused): (Vec<_>, Vec<_>) = refused.into_iter().partition(|r| {
+        r.rule
+            .as_deref()
+            .is_some_and(crate::egress::refusal::by_address)
+    });
+    // Each destination once, in the order first met; one refused by its
+    // address with that address, the part its advice is about.
     let named = |records: Vec<&paddock_protocol::EgressRecord>| {
         let mut list: Vec<String> = Vec::new();
         for r in records {
-            let named = refusal_named(&r.host, r.port, r.rule.as_deref());
+            let named = refusal_named_at(r);
             if !list.contains(&named) {
                 list.push(named);
             }
         }
         list
     };
-    let (refused, unreached) = (named(refused), named(unreached));
+    let (refused, by_address, unreached) = (named(refused), named(by_address), named(unreached));
     let mut said = Vec::new();
     if !refused.is_empty() {
         said.push(format!(
             "The egress proxy refused during setup: {}; a spec asks for a destination in `setup.network`{}",
             named_list(refused),
             in_force.bound("network.setup_allow")
+        ));
+    }
+    if !by_address.is_empty() {
+        let opens = in_force.opens();
+        said.push(format!(
+            "Refused during setup by the address it resolved to: {}; {}{}",
+            named_list(by_address),
+            opens.get(..1).unwrap_or_default().to_lowercase(),
+            opens.get(1..).unwrap_or_default().trim_end_matches('.')
         ));
     }
     if !unreached.is_empty() {
@@ -377,16 +394,39 @@ fn named_list(mut named: Vec<String>) -> String {
     list
 }
 
+/// [`refusal_named`], with the address the proxy resolved the destination
+/// to when that address is what was refused (`deny_list:…`): `host:port`
+/// at `address` (rule).
+fn refusal_named_at(r: &paddock_protocol::EgressRecord) -> String {
+    let rule = r.rule.as_deref();
+    match r.address.as_deref() {
+        Some(at) if rule.is_some_and(crate::egress::refusal::by_address) => format!(
+            "{} at {at} ({})",
+            destination_named(&r.host, r.port),
+            rule.unwrap_or("refused")
+        ),
+        _ => refusal_named(&r.host, r.port, rule),
+    }
+}
+
 /// A refused destination as a failed setup's reason names it: `host:port`
 /// (an IPv6 address in brackets, as the closeout shows it, so its port is
 /// told from its own colons) and the rule.
 fn refusal_named(host: &str, port: u16, rule: Option<&str>) -> String {
-    let host = if host.contains(':') {
-        format!("[{host}]")
+    format!(
+        "{} ({})",
+        destination_named(host, port),
+        rule.unwrap_or("refused")
+    )
+}
+
+/// `host:port` in backticks, an IPv6 address in brackets.
+fn destination_named(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("`[{host}]:{port}`")
     } else {
-        host.to_owned()
-    };
-    format!("`{host}:{port}` ({})", rule.unwrap_or("refused"))
+        format!("`{host}:{port}`")
+    }
 }
 
 /// The exit code a `tool_result` shows, and why the engine is not to
@@ -577,6 +617,61 @@ mod tests {
                 Some("On the setup phase's list but not reached (no address, no connection, or its TLS or answer failed; the `network` events say why): `localhost:18799` (connect), `nosuchhost.invalid:443` (resolve)".to_owned()),
                 Some("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network`, within host profile `box`'s `network.setup_allow` (docs/egress.md)".to_owned()),
                 None,
+            ]
+        );
+    }
+
+    /// A destination refused by the address it resolved to (`deny_list:…`)
+    /// is named with that address and the advice a host profile's
+    /// `network.open_addresses` gives (no spec field opens it: the
+    /// destination is on the list), apart from those the list refused,
+    /// where it was told to ask for the destination in `setup.network`,
+    /// as a spec that listed it already had (a registry a host's DNS
+    /// answers with a private mirror's address); the setup cache's
+    /// declining names the address too.
+    #[test]
+    fn a_destination_refused_by_its_address_gets_the_host_profiles_advice() {
+        let setup =
+            |host: &str, rule: &str, address: Option<&str>| paddock_protocol::EgressRecord {
+                port: 443,
+                phase: paddock_protocol::EgressPhase::Setup,
+                rule: Some(rule.to_owned()),
+                address: address.map(str::to_owned),
+                ..crate::store::fixtures::egress_attempt(host)
+            };
+        let records = [
+            setup(
+                "registry.npmjs.org",
+                "deny_list:documentation",
+                Some("203.0.113.80:443"),
+            ),
+            setup("evil.example", "allowlist", None),
+            setup(
+                "registry.npmjs.org",
+                "deny_list:documentation",
+                Some("203.0.113.80:443"),
+            ),
+            setup("mirror.corp", "deny_list:private", Some("[fd00::5]:443")),
+        ];
+        let mut unmet = Unmet::default();
+        for r in &records {
+            unmet.note(r);
+        }
+        let none = crate::egress::refusal::InForce::NoProfile;
+        let unbounded = crate::egress::refusal::InForce::Unbounded {
+            profile: "wide".to_owned(),
+        };
+        let by_address = "Refused during setup by the address it resolved to: `registry.npmjs.org:443` at 203.0.113.80:443 (deny_list:documentation), `mirror.corp:443` at [fd00::5]:443 (deny_list:private); loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; ";
+        assert_eq!(
+            [
+                refusals_said(&records, &none),
+                refusals_said(&records[..1], &unbounded),
+                unmet.said(),
+            ],
+            [
+                Some(format!("The egress proxy refused during setup: `evil.example:443` (allowlist); a spec asks for a destination in `setup.network` (docs/egress.md; the job runs under no host profile). {by_address}only a host profile can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md), and the job runs under none")),
+                Some("Refused during setup by the address it resolved to: `registry.npmjs.org:443` at 203.0.113.80:443 (deny_list:documentation); loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; only the job's host profile (`wide`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md)".to_owned()),
+                Some("its commands exited 0, but during setup the egress proxy refused `registry.npmjs.org:443` at 203.0.113.80:443 (deny_list:documentation), `evil.example:443` (allowlist), `mirror.corp:443` at [fd00::5]:443 (deny_list:private): what they made may lack what those would have fetched (a command that ignores a failure, `cmd || true`, exits 0 without it); the next job runs the setup again (the `network` events say why each was refused or not reached)".to_owned()),
             ]
         );
     }

@@ -401,7 +401,7 @@ async fn on_the_sandbox_rung_curl_goes_through_the_proxy_and_nowhere_else() {
 }
 
 /// The closeout's section listing what the curl job was refused.
-const REFUSED: &str = "Network refused\nDestinations the job was refused, by its egress proxy or tried directly past it (rules `direct:…`; a spec asks for one in `network.allow` or `setup.network`, within its host profile's maximum where one sets it; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
+const REFUSED: &str = "Network refused\nDestinations the job was refused, by its egress proxy or tried directly past it (rules `direct:…`; a spec asks for one in `network.allow` or `setup.network`, within its host profile's maximum where one sets it; an address refused by rule `deny_list:…` only a host profile opens, one `address:port` at a time in `network.open_addresses`; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
@@ -898,4 +898,50 @@ async fn on_the_sandbox_rung_a_setup_that_ignored_a_refused_fetch_is_not_stored(
         return;
     }
     a_setup_that_ignored_a_refused_fetch_is_not_stored_on("sandbox").await;
+}
+
+/// A setup refused by the address its listed destination resolved to
+/// (`localhost`, loopback, which the host profile does not open) fails
+/// naming that address and the host profile's `network.open_addresses`,
+/// where its reason told the user to list in `setup.network` what the
+/// spec listed already (as for an npm registry that a host's DNS answers
+/// with a private mirror's address).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_refused_by_its_destinations_address_names_it_and_the_profiles_advice() {
+    if !curl_available() {
+        return;
+    }
+    let port = stand_in().await;
+    let home = Home::new();
+    let command =
+        format!("curl -sf --noproxy '' --max-time 5 -o got.txt http://localhost:{port}/deps");
+    let spec = fake_codex_job(&home, "process", "true", 60);
+    append_to_spec(
+        &spec,
+        &format!("[setup]\ncommands = [\"{command}\"]\nnetwork = [\"localhost:{port}\"]\n"),
+    );
+    under_profile(
+        &spec,
+        &format!("id = \"egress-test\"\n[network]\nsetup_allow = [\"localhost:{port}\"]\n"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, format!("{text}accept_degraded = [\"network\"]\n")).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let reason = format!(
+        "setup command 1 of 1 (`{command}`) exited with code 22; the engine was not started. \
+         Refused during setup by the address it resolved to: `localhost:{port}` at \
+         127.0.0.1:{port} (deny_list:loopback); loopback, private, link-local, metadata and \
+         other special-purpose addresses and this host's own are closed to jobs; only the \
+         job's host profile (`egress-test`) can open one, one `address:port` at a time \
+         (`network.open_addresses`, docs/egress.md)"
+    );
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (JobStatus::Failed, Some(reason.as_str())),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
