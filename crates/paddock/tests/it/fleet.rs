@@ -12,7 +12,8 @@
 //! is sent by a server whoever ended the job; a server that drains claims
 //! nothing more, and its peer runs what it left queued; a claim whose
 //! server died on another host before the job started is run once by the
-//! live server (PostgreSQL).
+//! live server (PostgreSQL); a job the accepting server's sandbox could
+//! not bind runs on the server whose sandbox can.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -892,6 +893,89 @@ async fn a_job_its_claimer_may_not_run_stays_queued_for_a_server_that_may() {
         );
         nothing_lost(&store, &ran).await;
         drop((srv_a, srv_b, srv_c));
+    }
+}
+
+/// What the sandbox would bind is judged by the server that runs the job,
+/// not the one that accepts it. Server A takes no queued job (its lane is
+/// another project's) and its PATH finds the job's engine, a bare
+/// `engine.binary`, directly in /dev/shm, a directory its sandbox makes
+/// its own; B's PATH finds it in a directory of its own. A job on the
+/// `sandbox` rung submitted to A is accepted and B runs it to `done`.
+/// Before, A refused it at submission (422) for what its own view would
+/// refuse, though B, which runs it, could (`Runner::view_here` is not
+/// asked at submission; provisioning asks on the claiming server).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_the_accepting_servers_sandbox_cannot_bind_runs_on_the_server_that_can() {
+    if !sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        hosts_config(
+            &a,
+            &format!("{HOSTS}\n[[serve.lanes]]\nprojects = [\"none-such\"]"),
+        );
+        hosts_config(&b, HOSTS);
+        let mut job = spec(&a, "T-V", TURN);
+        let stand_in = std::path::PathBuf::from(job["engine"]["binary"].as_str().unwrap());
+        // The engine by one bare name: directly in /dev/shm on A's PATH,
+        // in a directory of its own on B's.
+        let in_shm = tempfile::Builder::new()
+            .prefix("paddock-codex-")
+            .tempfile_in("/dev/shm")
+            .unwrap()
+            .into_temp_path();
+        std::fs::copy(&stand_in, &in_shm).unwrap();
+        let name = in_shm.file_name().unwrap().to_str().unwrap().to_owned();
+        let b_bin = b.path().join("bin");
+        std::fs::create_dir_all(&b_bin).unwrap();
+        std::fs::copy(&stand_in, b_bin.join(&name)).unwrap();
+        job["engine"]["binary"] = Value::from(name.as_str());
+        job["isolation"] = Value::from("sandbox");
+        let path = std::env::var("PATH").unwrap();
+        let (a_path, b_path) = (
+            format!("/dev/shm:{path}"),
+            format!("{}:{path}", b_bin.display()),
+        );
+        let srv_a = Server::start_env(
+            &a,
+            &[],
+            &[("PADDOCK_DB", &db.db()), ("PATH", a_path.as_str())],
+        )
+        .await;
+        let srv_b = Server::start_env(
+            &b,
+            &["--allow-path", &a.path().display().to_string()],
+            &[("PADDOCK_DB", &db.db()), ("PATH", b_path.as_str())],
+        )
+        .await;
+        let accepted = srv_a.submit(&job, 0).await;
+        let status = accepted.status().as_u16();
+        let id = body::<JobRecord>(accepted).await.id;
+        let ran = srv_b.wait_for(&id, is_final).await;
+        let store = db.open().await;
+        assert_eq!(
+            (
+                status,
+                ran.status,
+                ran.reason.clone(),
+                ran.isolation.clone(),
+                store.job_owner(&id).await.unwrap().map(|o| o.host),
+            ),
+            (
+                202,
+                JobStatus::Done,
+                None,
+                "sandbox".to_string(),
+                Some(host_of(&b).0),
+            ),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_b.stderr()
+        );
+        drop((srv_a, srv_b));
     }
 }
 
