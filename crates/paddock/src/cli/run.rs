@@ -210,8 +210,9 @@ async fn exec_beside(
     // store's opening rather than before it (issue #14: the job's
     // start-up path); a bad table is still reported before the store's
     // failure.
-    let prices_path = prices.or(config.prices.clone());
-    let prices = tokio::task::spawn_blocking(move || PriceTable::effective(prices_path.as_deref()));
+    let from_config = config.prices.clone();
+    let prices =
+        tokio::task::spawn_blocking(move || price_table(prices.as_deref(), from_config.as_deref()));
     let early_store = withdraw_stored_credentials(&spec, paths).await?;
     let cache_cap = config.caches.max_bytes();
     let store = match early_store {
@@ -222,7 +223,7 @@ async fn exec_beside(
         .await
         .context("read the price table")
         .map_err(Failure::Internal)?
-        .map_err(|e| Failure::BadInput(e.into()))?;
+        .map_err(Failure::BadInput)?;
     let store = store?;
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
@@ -547,14 +548,35 @@ fn failure(code: ErrorCode, e: anyhow::Error) -> Failure {
     }
 }
 
-/// The user's config file (`paddock::config`); a broken one is bad input.
-pub fn user_config() -> Result<paddock::config::Config, Failure> {
-    match paddock::config::location(
+/// The user's config file's path (whether or not it exists).
+fn config_location() -> Option<PathBuf> {
+    paddock::config::location(
         std::env::var_os("XDG_CONFIG_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
-    ) {
+    )
+}
+
+/// The user's config file (`paddock::config`); a broken one is bad input.
+pub fn user_config() -> Result<paddock::config::Config, Failure> {
+    match config_location() {
         Some(path) => paddock::config::load(&path).map_err(|e| Failure::BadInput(e.into())),
         None => Ok(paddock::config::Config::default()),
+    }
+}
+
+/// The price table in effect: the shipped one with `flag` (`--prices`,
+/// `PADDOCK_PRICES`) merged over it, else the config file's `prices`
+/// (`config`). A table of the config file's that does not load is named
+/// by that setting and the file (`prices in the config file PATH: price
+/// table …`), where its error named the table alone and the user looked
+/// for what had chosen it.
+pub fn price_table(flag: Option<&Path>, config: Option<&Path>) -> anyhow::Result<PriceTable> {
+    match (flag, config) {
+        (None, Some(table)) => PriceTable::effective(Some(table)).with_context(|| {
+            let file = config_location().unwrap_or_else(|| PathBuf::from("config.toml"));
+            format!("prices in the config file {}", file.display())
+        }),
+        (flag, _) => Ok(PriceTable::effective(flag)?),
     }
 }
 

@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use paddock::broker::PriceTable;
 use paddock::config::ServeFile;
 use paddock::paths::Paths;
 use paddock::runner::Runner;
@@ -222,8 +221,8 @@ pub async fn exec(
             }
         );
     }
-    let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
-        .map_err(|e| Failure::BadInput(e.into()))?;
+    let prices = super::run::price_table(args.prices.as_deref(), defaults.prices.as_deref())
+        .map_err(Failure::BadInput)?;
     let liveness = super::run::liveness(paths, &defaults.hosts)?;
     let webhooks = webhooks(&config, &store)?.map(|w| {
         w.held_by(&liveness.owner.name)

@@ -717,7 +717,10 @@ async fn prices_prints_the_table_in_effect() {
 /// `paddock prices` prints the table `paddock run` uses: the config
 /// file's `prices` (relative to the file) merged over the shipped one
 /// when neither `--prices` nor `PADDOCK_PRICES` is given; it printed the
-/// shipped table alone.
+/// shipped table alone. One that does not load is named by that setting
+/// and the file, by `paddock prices` and `paddock run` alike, where the
+/// error named the table alone (`paddock: price table …/mine.toml: cannot
+/// read: …`) and the user looked for what had chosen it.
 #[tokio::test]
 async fn prices_shows_the_config_files_table_as_run_uses_it() {
     let home = Home::new();
@@ -752,8 +755,22 @@ async fn prices_shows_the_config_files_table_as_run_uses_it() {
     let from_flag = shown(&home, &["--prices", flag.to_str().unwrap()]).await;
     std::fs::remove_file(dir.join("mine.toml")).unwrap();
     let missing = shown(&home, &[]).await;
+    let spec = scripted_job(&home, ONE_TURN);
+    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    let missing_in_run = (
+        run.status.code(),
+        serde_json::Value::Null,
+        serde_json::Value::Null,
+        stderr(&run),
+    );
+    let said = format!(
+        "paddock: prices in the config file {}: price table {}: cannot read: {}\n",
+        dir.join("config.toml").display(),
+        dir.join("mine.toml").display(),
+        std::io::Error::from_raw_os_error(2)
+    );
     assert_eq!(
-        [from_config, from_flag, missing],
+        [from_config, from_flag, missing, missing_in_run],
         [
             (
                 Some(0),
@@ -771,11 +788,13 @@ async fn prices_shows_the_config_files_table_as_run_uses_it() {
                 Some(2),
                 serde_json::Value::Null,
                 serde_json::Value::Null,
-                format!(
-                    "paddock: price table {}: cannot read: {}\n",
-                    dir.join("mine.toml").display(),
-                    std::io::Error::from_raw_os_error(2)
-                )
+                said.clone()
+            ),
+            (
+                Some(2),
+                serde_json::Value::Null,
+                serde_json::Value::Null,
+                said
             ),
         ]
     );
