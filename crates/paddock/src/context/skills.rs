@@ -52,9 +52,9 @@ pub enum SkillError {
         origin: String,
         reason: String,
     },
-    #[error("skill library {path}: cannot read: {message}")]
+    #[error("skill library {path} (context.skills_dir): cannot read: {message}")]
     Library { path: PathBuf, message: String },
-    #[error("skill `{name}` is not in the library {library}")]
+    #[error("context.skills: skill `{name}` is not in the library {library} (context.skills_dir)")]
     NotInLibrary { name: String, library: PathBuf },
     #[error("too many skills: {count} (at most {MAX_SKILLS})")]
     TooMany { count: usize },

@@ -20,20 +20,20 @@ pub const DEFAULTS: [(&str, &str); 4] = [
 
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("context templates {dir}: cannot read {file}: {source}")]
+    #[error("context.templates_dir {dir}: cannot read {file}: {source}")]
     Read {
         dir: PathBuf,
         file: String,
         source: std::io::Error,
     },
-    #[error("context templates {dir}: cannot read the directory: {source}")]
+    #[error("context.templates_dir {dir}: cannot read the directory: {source}")]
     Dir {
         dir: PathBuf,
         source: std::io::Error,
     },
-    #[error("context templates {dir}: {file} is not a known template (expected one of brief.md.j2, agents.md.j2, claude.md.j2, prompt.md.j2)")]
+    #[error("context.templates_dir {dir}: {file} is not a known template (expected one of brief.md.j2, agents.md.j2, claude.md.j2, prompt.md.j2)")]
     Unknown { dir: PathBuf, file: String },
-    #[error("context templates {dir}: {file} is a symbolic link or not a regular file; templates are regular files only")]
+    #[error("context.templates_dir {dir}: {file} is a symbolic link or not a regular file; templates are regular files only")]
     NotRegular { dir: PathBuf, file: String },
     #[error("context template {origin}: {message}")]
     Compile { origin: String, message: String },
@@ -176,7 +176,7 @@ mod tests {
         assert_eq!(
             Templates::load(Some(&gone)).err().map(|e| e.to_string()),
             Some(format!(
-                "context templates {}: cannot read the directory: {}",
+                "context.templates_dir {}: cannot read the directory: {}",
                 gone.display(),
                 std::io::Error::from_raw_os_error(2)
             ))
@@ -197,7 +197,7 @@ mod tests {
         std::os::unix::fs::symlink(&secret, tpl.join("prompt.md.j2")).unwrap();
         let refused = |file: &str| {
             format!(
-                "context templates {}: {file} is a symbolic link or not a regular file; \
+                "context.templates_dir {}: {file} is a symbolic link or not a regular file; \
                  templates are regular files only",
                 tpl.display()
             )

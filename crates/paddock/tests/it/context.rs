@@ -184,7 +184,7 @@ fn project_templates_override_the_defaults() {
     std::fs::remove_file(templates.join("prompt.md.j2")).unwrap();
     assert_eq!(
         Prepared::load(&spec).unwrap_err().to_string(),
-        format!("context templates {}: extra.j2 is not a known template (expected one of brief.md.j2, agents.md.j2, claude.md.j2, prompt.md.j2)", templates.display())
+        format!("context.templates_dir {}: extra.j2 is not a known template (expected one of brief.md.j2, agents.md.j2, claude.md.j2, prompt.md.j2)", templates.display())
     );
 }
 

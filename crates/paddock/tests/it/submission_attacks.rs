@@ -115,7 +115,7 @@ async fn a_template_or_skill_linking_out_of_an_allowed_directory_is_refused() {
         (
             422,
             refused(format!(
-                "context templates {}: prompt.md.j2 is a symbolic link or not a regular file; \
+                "context.templates_dir {}: prompt.md.j2 is a symbolic link or not a regular file; \
                  templates are regular files only",
                 tpl.display()
             ))

@@ -242,7 +242,10 @@ fn library_skills_are_read_with_their_files() {
     .unwrap_err();
     assert_eq!(
         missing.to_string(),
-        format!("skill `gamma` is not in the library {}", lib.display())
+        format!(
+            "context.skills: skill `gamma` is not in the library {} (context.skills_dir)",
+            lib.display()
+        )
     );
     // Names from the spec are checked before the library is touched.
     let traversal = load(&ContextSpec {
