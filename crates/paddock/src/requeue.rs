@@ -226,6 +226,37 @@ scenario = "s.toml"
         Ok(next.requeued())
     }
 
+    /// A reclaimed job stored before a repeated destination was refused
+    /// (009c378: `network.allow` naming `example.com` twice) is queued
+    /// again as any job, its next attempt's stored spec holding the
+    /// destination once (`JobSpec::from_stored`). Before, the reclaim
+    /// failed reading its spec and queued nothing.
+    #[tokio::test]
+    async fn a_job_stored_with_a_repeated_destination_is_queued_again() {
+        let store = SqliteStore::open_in_memory().await.unwrap();
+        let spec = JobSpec::from_toml(SPEC, Path::new("/specs/job.toml")).unwrap();
+        let mut stored = serde_json::to_value(&spec).unwrap();
+        stored["network"] = serde_json::json!({"allow": ["example.com", "Example.COM:443"]});
+        let mut first = fixtures::job("job-1", 0);
+        first.ticket_id = "T-1".into();
+        first.project = "p".into();
+        first.status = JobStatus::Failed;
+        store.insert_job(&first, &stored.to_string()).await.unwrap();
+        let requeued = requeue(&store, &first, 0, "the host died", 1).await;
+        let Ok(Requeued::Queued { id, attempt }) = requeued else {
+            panic!("{requeued:?}");
+        };
+        let next = JobSpec::from_json(
+            &store.job_spec(&id).await.unwrap().unwrap(),
+            Path::new("the store"),
+        )
+        .unwrap();
+        assert_eq!(
+            (attempt, next.network.allow),
+            (2, vec!["example.com".to_string()])
+        );
+    }
+
     /// Queued again as attempt 2 with the reclaim as its prior attempt and
     /// the priority it had; its own reclaim then finds the bound spent.
     #[tokio::test]

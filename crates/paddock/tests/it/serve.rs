@@ -689,6 +689,37 @@ async fn a_job_whose_engine_the_sandbox_cannot_bind_here_is_failed_by_the_server
     );
 }
 
+/// A job an earlier version queued, its stored spec naming a destination
+/// twice (`network.allow`, before 009c378 refused repeats), is claimed
+/// and admitted again from its stored spec by a server started on the
+/// store (`JobSpec::from_stored`: the repeat read once) and runs to
+/// `done`. Before, its re-admission failed reading the spec and the job
+/// failed unrun.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_queued_with_a_repeated_destination_by_an_earlier_version_runs() {
+    use paddock::store::Store as _;
+    let home = Home::new();
+    let job = spec(&home, "T-Q", TURN);
+    let parsed: JobSpec = serde_json::from_value(job.clone()).unwrap();
+    let mut stored = job;
+    stored["network"] = serde_json::json!({"allow": ["127.0.0.1:9", "127.0.0.1:9"]});
+    let mut queued = JobRecord::new("job-T-Q", &parsed, time::OffsetDateTime::now_utc());
+    queued.status = JobStatus::Queued;
+    home.store()
+        .await
+        .enqueue_job(&queued, &stored.to_string(), 0, None)
+        .await
+        .unwrap();
+    let server = Server::start(&home, &[]).await;
+    let ran = server.wait_for(&queued.id, is_final).await;
+    assert_eq!(
+        (ran.status, ran.reason),
+        (JobStatus::Done, None),
+        "{}",
+        server.stderr()
+    );
+}
+
 #[tokio::test]
 async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
     let home = Home::new();
