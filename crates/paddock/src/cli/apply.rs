@@ -41,13 +41,8 @@ pub struct ApplyArgs {
 
 pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
     let (job_id, patch) = job_and_patch(&args.job, paths).await?;
-    let size = std::fs::metadata(&patch)
-        .with_context(|| format!("read job {job_id}'s patch {}", patch.display()))?
-        .len();
-    if size == 0 {
-        errln!("paddock: job {job_id} changed nothing: there is no patch to apply");
-        return Ok(exit::DONE);
-    }
+    // A `--repo` that is not there is bad input whatever the job changed
+    // (before, a job that changed nothing was reported as such, exit 0).
     let dir = match &args.repo {
         Some(dir) if !dir.is_dir() => {
             let what = if dir.exists() {
@@ -64,6 +59,13 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         // Named as a path, never `.`, in what is said of it.
         None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
     };
+    let size = std::fs::metadata(&patch)
+        .with_context(|| format!("read job {job_id}'s patch {}", patch.display()))?
+        .len();
+    if size == 0 {
+        errln!("paddock: job {job_id} changed nothing: there is no patch to apply");
+        return Ok(exit::DONE);
+    }
     let found = top_level(&dir);
     let top = found.clone().unwrap_or_else(|| dir.clone());
     // Made on an earlier attempt's branch that this tree's HEAD lacks

@@ -640,16 +640,37 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
             &[],
         )
         .await;
-    assert_eq!(
-        outcome(none),
-        (
-            Some(0),
-            String::new(),
-            format!(
-                "paddock: job {} changed nothing: there is no patch to apply\n",
-                nothing.id
-            )
+    // A `--repo` that is not there is bad input for it too (it said the
+    // job changed nothing, exit 0).
+    let gone = home.path().join("gone");
+    let none_gone = home
+        .paddock(
+            &["apply", &nothing.id, "--repo", gone.to_str().unwrap()],
+            &[],
         )
+        .await;
+    assert_eq!(
+        [outcome(none), outcome(none_gone)],
+        [
+            (
+                Some(0),
+                String::new(),
+                format!(
+                    "paddock: job {} changed nothing: there is no patch to apply\n",
+                    nothing.id
+                )
+            ),
+            (
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: --repo {}: no such directory; name the working tree to apply job \
+                     {}'s patch in\n",
+                    gone.display(),
+                    nothing.id
+                )
+            )
+        ]
     );
     // So does its diff, on stderr (stdout stays the empty patch).
     let diff = home.paddock(&["diff", &nothing.id], &[]).await;
