@@ -3,8 +3,10 @@
 //! unset — the budget, the price table merged over the shipped one, the
 //! isolation rung, the host profile (a table's or profile's relative path
 //! read beside the file) — and `paddock serve`'s settings (the
-//! `[serve]` table), the caches' cap (`[caches]`) and the heartbeat's
-//! timing on a store several hosts share (`[hosts]`). A spec's own values always win; a
+//! `[serve]` table), the caches' cap (`[caches]`), the heartbeat's
+//! timing on a store several hosts share (`[hosts]`) and the host's
+//! tools every job gets (`[jobs]`: directories put on its PATH, paths
+//! bound read-only into its sandbox, variables set). A spec's own values always win; a
 //! key the file does not know is an error naming the file and line
 //! (docs/cli.md#config-file).
 
@@ -40,6 +42,171 @@ pub struct Config {
     /// Jobs' heartbeats in a store shared by several hosts (`[hosts]`).
     #[serde(default)]
     pub hosts: HostsFile,
+    /// The host's tools every job gets (`[jobs]`).
+    #[serde(default)]
+    pub jobs: JobsFile,
+}
+
+/// The `[jobs]` table: the host's tools installed outside the system
+/// directories (a rustup toolchain under `~/.cargo` and `~/.rustup`, Go
+/// under `/usr/local/go`, `~/.local/bin`), which a job's environment,
+/// built from scratch, does not otherwise have: its PATH holds the
+/// engine's directories, node's and the system directories alone.
+/// Written by whoever runs the host, never by a job's spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsFile {
+    /// Directories put on every job's PATH, in this order, after the
+    /// engine's and node's and before the system directories; on the
+    /// `sandbox` rung bound read-only, as the engine's PATH directories
+    /// are.
+    #[serde(default)]
+    pub path: Vec<HostDir>,
+    /// Paths bound read-only into every job's sandbox (what the PATH's
+    /// programs read: a rustup toolchain's `~/.rustup`); nothing on the
+    /// `process` rung, which sees the host's files anyway.
+    #[serde(default)]
+    pub read_only: Vec<HostDir>,
+    /// Variables set in every job's environment (`RUSTUP_HOME`): the job
+    /// reads them, so never a secret. A name the job's environment sets
+    /// itself (PATH, HOME, the proxy variables, the engines') is refused.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<JobEnvName, JobEnvValue>,
+}
+
+impl JobsFile {
+    /// The variables, in name order.
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (k.0.clone(), v.0.clone()))
+            .collect()
+    }
+}
+
+/// An absolute path of the host that exists, without a `:` (PATH's
+/// separator) or a control character.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct HostDir(pub PathBuf);
+
+impl TryFrom<String> for HostDir {
+    type Error = String;
+
+    fn try_from(v: String) -> Result<Self, Self::Error> {
+        let p = PathBuf::from(&v);
+        if !p.is_absolute() {
+            return Err(format!("{v:?} is not an absolute path"));
+        }
+        if v.contains(':') || v.chars().any(char::is_control) {
+            return Err(format!(
+                "{v:?} holds a `:` or a control character, which a PATH cannot carry"
+            ));
+        }
+        if !p.exists() {
+            return Err(format!("{v} does not exist on this host"));
+        }
+        Ok(HostDir(p))
+    }
+}
+
+/// A variable's name in `[jobs] env`: letters, digits and `_`, not
+/// starting with a digit, and none the job's environment sets itself.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub struct JobEnvName(pub String);
+
+/// Names, and prefixes ending in `_`, that a job's environment sets
+/// itself or that change how every program starts: refused in `[jobs]
+/// env` (case-insensitive).
+const RESERVED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "TERM",
+    "NO_COLOR",
+    "TMPDIR",
+    "XDG_",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "SSL_CERT_",
+    "NODE_",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_",
+    "PIP_CERT",
+    "CARGO_HTTP_CAINFO",
+    "OPENAI_",
+    "ANTHROPIC_",
+    "CODEX_",
+    "CLAUDE_",
+    "AWS_",
+    "GOOGLE_",
+    "CLOUDSDK_",
+    "CLOUD_ML_",
+    "DISABLE_",
+    "STAND_IN_",
+    "PADDOCK_",
+    "LD_",
+    "BASH_ENV",
+    "ENV",
+];
+
+impl TryFrom<String> for JobEnvName {
+    type Error = String;
+
+    fn try_from(v: String) -> Result<Self, Self::Error> {
+        let well_formed = v
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !well_formed {
+            return Err(format!(
+                "jobs.env: {v:?} is not a variable name (letters, digits and `_`, not starting with a digit)"
+            ));
+        }
+        let upper = v.to_ascii_uppercase();
+        if paddock_protocol::credential::is_reserved_env(&v) {
+            return Err(format!(
+                "jobs.env: {v} is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here"
+            ));
+        }
+        if let Some(r) = RESERVED_ENV.iter().find(|r| {
+            if r.ends_with('_') {
+                upper.starts_with(*r)
+            } else {
+                upper == **r
+            }
+        }) {
+            return Err(format!(
+                "jobs.env: {v} is set by Paddock for every job, or changes how every program starts ({r}{}); it cannot be set here",
+                if r.ends_with('_') { "…" } else { "" }
+            ));
+        }
+        Ok(JobEnvName(v))
+    }
+}
+
+/// A variable's value in `[jobs] env`: no NUL.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct JobEnvValue(pub String);
+
+impl TryFrom<String> for JobEnvValue {
+    type Error = String;
+
+    fn try_from(v: String) -> Result<Self, Self::Error> {
+        if v.contains('\0') {
+            return Err("jobs.env: a value holds a NUL, which no environment can carry".into());
+        }
+        Ok(JobEnvValue(v))
+    }
 }
 
 /// How often a running job's heartbeat is renewed, unless configured.
@@ -328,6 +495,65 @@ mod tests {
         (dir, p)
     }
 
+    /// `[jobs]` reads the host's tool directories, read-only paths and
+    /// variables; a path not absolute, missing or holding a `:`, a name
+    /// not a variable's or one Paddock sets for every job, is refused
+    /// naming the file, the line and the key.
+    #[test]
+    fn the_jobs_table_reads_the_hosts_tools_and_refuses_what_it_cannot_carry() {
+        let tools = tempfile::tempdir().unwrap();
+        let dir = tools.path().display().to_string();
+        let (_d, p) = write(&format!(
+            "[jobs]\npath = [\"{dir}\"]\nread_only = [\"{dir}\"]\nenv = {{ RUSTUP_HOME = \"{dir}\", GOFLAGS = \"-mod=mod\" }}\n"
+        ));
+        let jobs = load(&p).unwrap().jobs;
+        assert_eq!(
+            (
+                jobs.path.iter().map(|d| d.0.clone()).collect::<Vec<_>>(),
+                jobs.read_only
+                    .iter()
+                    .map(|d| d.0.clone())
+                    .collect::<Vec<_>>(),
+                jobs.env_pairs()
+            ),
+            (
+                vec![tools.path().to_path_buf()],
+                vec![tools.path().to_path_buf()],
+                vec![
+                    ("GOFLAGS".to_string(), "-mod=mod".to_string()),
+                    ("RUSTUP_HOME".to_string(), dir.clone())
+                ]
+            )
+        );
+        let refused = |text: &str| {
+            let (_d, p) = write(text);
+            load(&p)
+                .unwrap_err()
+                .to_string()
+                .replace(&p.display().to_string(), "FILE")
+        };
+        assert_eq!(
+            [
+                refused("[jobs]\npath = [\"bin\"]\n"),
+                refused("[jobs]\n\nread_only = [\"/no/such/paddock-dir\"]\n"),
+                refused(&format!("[jobs]\npath = [\"{dir}:/bin\"]\n")),
+                refused("[jobs]\nenv = { PATH = \"/x\" }\n"),
+                refused("[jobs]\nenv = { https_proxy = \"http://x\" }\n"),
+                refused("[jobs]\nenv = { LD_PRELOAD = \"/x.so\" }\n"),
+                refused("[jobs]\nenv = { \"1X\" = \"y\" }\n"),
+            ],
+            [
+                "config file FILE, line 2: \"bin\" is not an absolute path".to_string(),
+                "config file FILE, line 3: /no/such/paddock-dir does not exist on this host".to_string(),
+                format!("config file FILE, line 2: \"{dir}:/bin\" holds a `:` or a control character, which a PATH cannot carry"),
+                "config file FILE, line 2: jobs.env: PATH is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
+                "config file FILE, line 2: jobs.env: https_proxy is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
+                "config file FILE, line 2: jobs.env: LD_PRELOAD is set by Paddock for every job, or changes how every program starts (LD_…); it cannot be set here".to_string(),
+                "config file FILE, line 2: jobs.env: \"1X\" is not a variable name (letters, digits and `_`, not starting with a digit)".to_string(),
+            ]
+        );
+    }
+
     /// A profile named by a relative path is read beside the config file,
     /// as `prices` is; an id and an absolute path stay as written. Before,
     /// `profile = "ci.toml"` was read from the directory `paddock` ran in.
@@ -401,6 +627,7 @@ mod tests {
                     requeue_reclaimed: Some(2),
                     cancel_poll_secs: None,
                 },
+                jobs: JobsFile::default(),
             }
         );
     }
@@ -522,6 +749,7 @@ mod tests {
             serve: ServeFile::default(),
             caches: CachesFile::default(),
             hosts: HostsFile::default(),
+            jobs: JobsFile::default(),
         };
         let bare = JobSpec::from_toml(spec_text, Path::new("job.toml")).unwrap();
         let filled = config.apply(bare);

@@ -25,7 +25,7 @@ pub async fn render(
     spec_file: &Path,
     paths: &Paths,
     store: Option<&dyn Store>,
-    out: &Path,
+    (out, tools): (&Path, &[std::path::PathBuf]),
 ) -> Result<SizeReport, Failure> {
     let bad = |e: anyhow::Error| Failure::BadInput(e);
     // The spec as a run would shape it (the same admission step): its
@@ -49,7 +49,7 @@ pub async fn render(
     let host_path = std::env::var_os("PATH");
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
     let path_env = match runner::resolve_engine(spec, host_path.as_deref(), &cwd) {
-        Ok(binary) => runner::engine_path(&binary, host_path.as_deref(), &cwd),
+        Ok(binary) => runner::engine_path(&binary, host_path.as_deref(), &cwd, tools),
         Err(_) => host_path
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned())

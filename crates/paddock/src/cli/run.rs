@@ -240,6 +240,7 @@ async fn exec_beside(
     };
     let config = RunnerConfig {
         host_profile: config.host_profile.clone(),
+        tools: job_tools(&config.jobs),
         ..runner_config(paths, host_dir, prices, liveness)?
     };
     let helper = config.helper_exe.clone();
@@ -494,6 +495,15 @@ pub fn host_dir_of(paths: &Paths, host_dir: Option<&Path>) -> PathBuf {
     )
 }
 
+/// The config file's `[jobs]` as the runner takes it.
+pub fn job_tools(jobs: &paddock::config::JobsFile) -> paddock::runner::JobTools {
+    paddock::runner::JobTools {
+        path: jobs.path.iter().map(|d| d.0.clone()).collect(),
+        read_only: jobs.read_only.iter().map(|d| d.0.clone()).collect(),
+        env: jobs.env_pairs(),
+    }
+}
+
 /// What a [`Runner`] of this process runs with (`run` and `serve`).
 pub fn runner_config(
     paths: &Paths,
@@ -514,6 +524,7 @@ pub fn runner_config(
         disk_reserve: paddock::runner::disk_reserve_from(
             std::env::var_os(paddock::runner::DISK_RESERVE_ENV).as_deref(),
         ),
+        tools: Default::default(),
     })
 }
 

@@ -49,6 +49,9 @@ pub struct LaunchContext {
     /// What the job's credentials add to its environment: the CA-bundle
     /// variables and each placeholder (never a real value).
     pub egress_env: Vec<(String, String)>,
+    /// The host's variables every job gets (the config file's `[jobs]
+    /// env`, `RunnerConfig::tools`): none Paddock sets itself.
+    pub tools_env: Vec<(String, String)>,
     /// The prompt handed to the engine.
     pub prompt: String,
     /// The PATH the engine runs with (its own directory and system dirs).
@@ -102,6 +105,7 @@ pub fn base_env(ctx: &LaunchContext) -> Vec<(String, String)> {
         ("XDG_CACHE_HOME".into(), format!("{home}/.cache")),
     ]
     .into_iter()
+    .chain(ctx.tools_env.iter().cloned())
     .chain(
         ctx.egress_url
             .iter()
@@ -343,6 +347,7 @@ pub(crate) fn test_context() -> LaunchContext {
         job_token: "job-token".into(),
         egress_url: None,
         egress_env: Vec::new(),
+        tools_env: Vec::new(),
         prompt: "Do it.".into(),
         path_env: "/usr/bin:/bin".into(),
         policy: None,

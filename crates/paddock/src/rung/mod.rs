@@ -68,6 +68,9 @@ pub struct RungJob<'a> {
     /// the engine): what their direct connection attempts are recorded
     /// under.
     pub phase: EgressPhase,
+    /// More paths bound read-only into a sandbox (the host's tools,
+    /// `RunnerConfig::tools`); nothing on the `process` rung.
+    pub read_only: &'a [std::path::PathBuf],
 }
 
 /// A job's running egress proxy and the URL what runs on the rung reaches

@@ -327,7 +327,7 @@ impl Rung for SandboxRung {
                 tag: job.phase.as_str().to_string(),
             }),
             timeout_secs: job.timeout_secs,
-            extra_ro: Vec::new(),
+            extra_ro: job.read_only.to_vec(),
             extra_rw: Vec::new(),
             limits: launcher::default_limits(),
             allow_without_cgroups: true,

@@ -31,6 +31,7 @@ pub(super) async fn assemble(
         &prov.binary,
         job.config.host_path.as_deref(),
         &job.config.cwd,
+        &job.config.tools.path,
     );
     // Another version than the pinned one may work: a warning, not a failure.
     if let Some(w) = engines::version::mismatch(

@@ -118,8 +118,15 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// PATH for the engine: its own directory (and its real directory when it
-/// is a symlink), the directory of `node` when found, and the system dirs.
-pub fn engine_path(binary: &Path, host_path: Option<&OsStr>, cwd: &Path) -> String {
+/// is a symlink), the directory of `node` when found, the host's tool
+/// directories (the config file's `[jobs] path`, `RunnerConfig::tools`),
+/// and the system dirs.
+pub fn engine_path(
+    binary: &Path,
+    host_path: Option<&OsStr>,
+    cwd: &Path,
+    tools: &[std::path::PathBuf],
+) -> String {
     let mut dirs: Vec<String> = Vec::new();
     let mut push = |p: Option<&Path>| {
         if let Some(d) = p {
@@ -135,6 +142,9 @@ pub fn engine_path(binary: &Path, host_path: Option<&OsStr>, cwd: &Path) -> Stri
     }
     if let Ok(node) = which::which_in("node", host_path, cwd) {
         push(node.parent());
+    }
+    for d in tools {
+        push(Some(d));
     }
     for d in [
         "/usr/local/sbin",

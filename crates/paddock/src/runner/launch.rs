@@ -124,6 +124,7 @@ pub(super) async fn launch(
         helper_exe: &job.config.helper_exe,
         egress: network::wanted(spec),
         phase: EgressPhase::Agent,
+        read_only: &job.config.tools.read_only,
     };
     let broker = job
         .rung
@@ -355,6 +356,7 @@ fn launch_context(
         job_token: broker.token.expose().to_string(),
         egress_url,
         egress_env: Vec::new(),
+        tools_env: job.config.tools.env.clone(),
         prompt,
         path_env,
         policy: match &job.policy {

@@ -100,6 +100,20 @@ pub struct RunnerConfig {
     /// Free space the jobs file system keeps: a running job is stopped
     /// below it (`PADDOCK_DISK_RESERVE_MB`, [`DEFAULT_DISK_RESERVE`]).
     pub disk_reserve: u64,
+    /// The host's tools every job gets (the config file's `[jobs]`).
+    pub tools: JobTools,
+}
+
+/// The host's tools installed outside the system directories that every
+/// job gets (the config file's `[jobs]`, `config::JobsFile`): directories
+/// on its PATH before the system ones (bound read-only into its sandbox,
+/// as the engine's PATH directories are), more paths bound read-only
+/// into its sandbox, and variables in its environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobTools {
+    pub path: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    pub env: Vec<(String, String)>,
 }
 
 pub use self::disk_watch::{

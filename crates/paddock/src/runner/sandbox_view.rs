@@ -121,16 +121,17 @@ pub fn check(
         args: Vec::new(),
         env: vec![(
             "PATH".to_string(),
-            engine_path(&binary, host_path, &config.cwd),
+            engine_path(&binary, host_path, &config.cwd, &config.tools.path),
         )],
         cwd: root.join("work"),
         stdin: None,
         protect: Vec::new(),
     };
-    let (extra_ro, extra_rw) = match profiled {
+    let (mut extra_ro, extra_rw) = match profiled {
         true => launcher::hook_paths(&meta, Some(&config.helper_exe)),
         false => (Vec::new(), Vec::new()),
     };
+    extra_ro.extend(config.tools.read_only.iter().cloned());
     let paths = SandboxPaths {
         job_id: id.to_string(),
         work: root.join("work"),

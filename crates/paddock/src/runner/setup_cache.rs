@@ -105,6 +105,8 @@ pub(super) async fn open(
         rung: job.rung.isolation().as_str(),
         profile: job.policy.as_ref().map(|p| &p.profile),
         path_env,
+        tools_env: &job.config.tools.env,
+        read_only: &job.config.tools.read_only,
     });
     Ok(Some(Cached {
         cache: SetupCache::under(jobs_root),

@@ -176,6 +176,7 @@ impl Host {
                 liveness,
                 host_profile: None,
                 disk_reserve: 0,
+                tools: Default::default(),
             },
             rungs,
         )

@@ -74,6 +74,13 @@ pub(crate) struct KeyInput<'a> {
     /// The job's host profile, every rule of it.
     pub profile: Option<&'a HostProfile>,
     pub path_env: &'a str,
+    /// The host's variables and read-only paths every job gets (the
+    /// config file's `[jobs]`: a toolchain setup runs); left out when
+    /// none, so a host without them keeps its keys.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub tools_env: &'a [(String, String)],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub read_only: &'a [std::path::PathBuf],
 }
 
 /// A key and its source's part.
@@ -149,6 +156,8 @@ mod tests {
             rung: "sandbox",
             profile: None,
             path_env: "/usr/bin:/bin",
+            tools_env: &[],
+            read_only: &[],
         }
     }
 
@@ -173,6 +182,8 @@ mod tests {
         ));
         assert_eq!(base, same);
         let other_cmds = vec!["npm ci --ignore-scripts".to_string()];
+        let tools_env = [("RUSTUP_HOME".to_string(), "/opt/rustup".to_string())];
+        let read_only = [std::path::PathBuf::from("/opt/rustup")];
         let changed = [
             Key::of(input(
                 "/r",
@@ -207,6 +218,14 @@ mod tests {
             }),
             Key::of(KeyInput {
                 path_env: "/opt/node/bin:/usr/bin",
+                ..input("/r", &[("a/package-lock.json", "1"), ("x", "2")], &cmds)
+            }),
+            Key::of(KeyInput {
+                tools_env: &tools_env,
+                ..input("/r", &[("a/package-lock.json", "1"), ("x", "2")], &cmds)
+            }),
+            Key::of(KeyInput {
+                read_only: &read_only,
                 ..input("/r", &[("a/package-lock.json", "1"), ("x", "2")], &cmds)
             }),
         ];

@@ -719,6 +719,8 @@ mod tests {
             rung: "process",
             profile: None,
             path_env: "",
+            tools_env: &[],
+            read_only: &[],
         })
     }
 

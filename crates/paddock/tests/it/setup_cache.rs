@@ -740,3 +740,55 @@ async fn a_sparse_file_from_setup_is_stored_and_restored_sparse() {
         second.cache
     );
 }
+
+/// The host's tools outside the system directories (the config file's
+/// `[jobs]`: a directory on every job's PATH, a path bound read-only
+/// into its sandbox, a variable naming it) reach a job's setup commands
+/// and its engine on both rungs, where the job's PATH held the engine's,
+/// node's and the system directories alone and a rustup `cargo` or a
+/// `/usr/local/go/bin/go` was `not found` (exit 127).
+async fn the_hosts_tools_reach_setup_and_the_engine_on(rung: &str) {
+    let home = Home::new();
+    let bin = home.path().join("tools/bin");
+    let share = home.path().join("tools/share");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&share).unwrap();
+    std::fs::write(share.join("data"), "toolchain data\n").unwrap();
+    let tool = bin.join("mytool");
+    std::fs::write(&tool, "#!/bin/sh\necho \"mytool ran from $0\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.write_config(&format!(
+        "[jobs]\npath = [\"{}\"]\nread_only = [\"{}\"]\nenv = {{ MYTOOL_HOME = \"{}\" }}\n",
+        bin.display(),
+        share.display(),
+        share.display()
+    ));
+    let spec = spec_running(
+        &home,
+        rung,
+        "exec 2>/dev/null; mytool > \"$HOME/seen\"; cat \"$MYTOOL_HOME/data\" deps/setup-saw >> \"$HOME/seen\"",
+        &["mkdir deps && mytool > deps/setup-saw && cat \"$MYTOOL_HOME/data\" >> deps/setup-saw"],
+        "",
+    );
+    let first = run(&home, &spec).await;
+    let ran = format!("mytool ran from {}\n", tool.display());
+    assert_eq!(
+        (first.commands_run, first.seen),
+        (1, format!("{ran}toolchain data\n{ran}toolchain data\n")),
+        "{rung}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hosts_tools_reach_setup_and_the_engine() {
+    the_hosts_tools_reach_setup_and_the_engine_on("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_the_sandbox_rung_the_hosts_tools_reach_setup_and_the_engine() {
+    if !sandbox_available() {
+        return;
+    }
+    the_hosts_tools_reach_setup_and_the_engine_on("sandbox").await;
+}
