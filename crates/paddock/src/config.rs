@@ -75,6 +75,17 @@ pub struct JobsFile {
 }
 
 impl JobsFile {
+    /// The first path of `path` or `read_only` that does not exist on
+    /// this host, named with its key (`jobs.path: /usr/local/go/bin`).
+    pub fn missing(&self) -> Option<String> {
+        let named = |key: &str, dirs: &[HostDir]| {
+            dirs.iter()
+                .find(|d| !d.0.exists())
+                .map(|d| format!("jobs.{key}: {}", d.0.display()))
+        };
+        named("path", &self.path).or_else(|| named("read_only", &self.read_only))
+    }
+
     /// The variables, in name order.
     pub fn env_pairs(&self) -> Vec<(String, String)> {
         self.env
@@ -84,8 +95,9 @@ impl JobsFile {
     }
 }
 
-/// An absolute path of the host that exists, without a `:` (PATH's
-/// separator) or a control character.
+/// An absolute path of the host, without a `:` (PATH's separator) or a
+/// control character; whether it exists is asked where jobs are run
+/// ([`JobsFile::missing`]), not where the file is read.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub struct HostDir(pub PathBuf);
@@ -102,9 +114,6 @@ impl TryFrom<String> for HostDir {
             return Err(format!(
                 "{v:?} holds a `:` or a control character, which a PATH cannot carry"
             ));
-        }
-        if !p.exists() {
-            return Err(format!("{v} does not exist on this host"));
         }
         Ok(HostDir(p))
     }
@@ -525,6 +534,12 @@ mod tests {
                 ]
             )
         );
+        // Read, but missing on this host: named where jobs run.
+        let (_m, p) = write("[jobs]\npath = [\"/bin\"]\nread_only = [\"/no/such/paddock-dir\"]\n");
+        assert_eq!(
+            load(&p).unwrap().jobs.missing().as_deref(),
+            Some("jobs.read_only: /no/such/paddock-dir")
+        );
         let refused = |text: &str| {
             let (_d, p) = write(text);
             load(&p)
@@ -535,7 +550,7 @@ mod tests {
         assert_eq!(
             [
                 refused("[jobs]\npath = [\"bin\"]\n"),
-                refused("[jobs]\n\nread_only = [\"/no/such/paddock-dir\"]\n"),
+
                 refused(&format!("[jobs]\npath = [\"{dir}:/bin\"]\n")),
                 refused("[jobs]\nenv = { PATH = \"/x\" }\n"),
                 refused("[jobs]\nenv = { https_proxy = \"http://x\" }\n"),
@@ -544,7 +559,7 @@ mod tests {
             ],
             [
                 "config file FILE, line 2: \"bin\" is not an absolute path".to_string(),
-                "config file FILE, line 3: /no/such/paddock-dir does not exist on this host".to_string(),
+
                 format!("config file FILE, line 2: \"{dir}:/bin\" holds a `:` or a control character, which a PATH cannot carry"),
                 "config file FILE, line 2: jobs.env: PATH is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
                 "config file FILE, line 2: jobs.env: https_proxy is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),

@@ -26,7 +26,7 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
     let ContextArgs { spec, out, json } = args;
     let spec_file = spec;
     let config = super::run::user_config()?;
-    let tools = super::run::job_tools(&config.jobs).path;
+    let tools = super::run::job_tools(&config.jobs)?.path;
     let spec = config.apply(JobSpec::load(&spec_file).map_err(|e| Failure::BadInput(e.into()))?);
     let store = match spec.policy.profile {
         // Read for a stored profile; no database is created.

@@ -240,7 +240,7 @@ async fn exec_beside(
     };
     let config = RunnerConfig {
         host_profile: config.host_profile.clone(),
-        tools: job_tools(&config.jobs),
+        tools: job_tools(&config.jobs)?,
         ..runner_config(paths, host_dir, prices, liveness)?
     };
     let helper = config.helper_exe.clone();
@@ -495,13 +495,22 @@ pub fn host_dir_of(paths: &Paths, host_dir: Option<&Path>) -> PathBuf {
     )
 }
 
-/// The config file's `[jobs]` as the runner takes it.
-pub fn job_tools(jobs: &paddock::config::JobsFile) -> paddock::runner::JobTools {
-    paddock::runner::JobTools {
+/// The config file's `[jobs]` as the runner takes it; a path it names
+/// that does not exist on this host is bad input, named.
+pub fn job_tools(jobs: &paddock::config::JobsFile) -> Result<paddock::runner::JobTools, Failure> {
+    if let Some(missing) = jobs.missing() {
+        let file = config_location()
+            .map(|p| format!(" {}", p.display()))
+            .unwrap_or_default();
+        return Err(Failure::BadInput(anyhow::anyhow!(
+            "config file{file}: {missing} does not exist on this host (docs/cli.md#the-hosts-tools-jobs)"
+        )));
+    }
+    Ok(paddock::runner::JobTools {
         path: jobs.path.iter().map(|d| d.0.clone()).collect(),
         read_only: jobs.read_only.iter().map(|d| d.0.clone()).collect(),
         env: jobs.env_pairs(),
-    }
+    })
 }
 
 /// What a [`Runner`] of this process runs with (`run` and `serve`).

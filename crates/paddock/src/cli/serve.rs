@@ -257,7 +257,7 @@ pub async fn exec(
         store.clone(),
         paddock::runner::RunnerConfig {
             host_profile: defaults.host_profile.clone(),
-            tools: super::run::job_tools(&defaults.jobs),
+            tools: super::run::job_tools(&defaults.jobs)?,
             ..super::run::runner_config(paths, host_dir, prices, liveness)?
         },
     )

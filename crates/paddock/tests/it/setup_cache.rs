@@ -792,3 +792,30 @@ async fn on_the_sandbox_rung_the_hosts_tools_reach_setup_and_the_engine() {
     }
     the_hosts_tools_reach_setup_and_the_engine_on("sandbox").await;
 }
+
+/// A `[jobs]` path missing on this host stops `paddock run` before any
+/// job, exit 2, naming the file, the key and the path.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hosts_tool_directory_that_is_not_there_stops_the_run_naming_it() {
+    let home = Home::new();
+    home.write_config("[jobs]\npath = [\"/no/such/paddock-tools/bin\"]\n");
+    let spec = spec_with(&home, "process", SETUP, "");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr.lines().find(|l| l.contains("jobs.path")).map(|l| {
+        let at = l.find("config file ").unwrap_or(0);
+        let end = l.find(": jobs.path").unwrap_or(at);
+        format!("{}config file FILE{}", &l[..at], &l[end..])
+    });
+    assert_eq!(
+        (out.status.code(), said.as_deref(), home.jobs().join("job-").exists()),
+        (
+            Some(2),
+            Some("paddock: config file FILE: jobs.path: /no/such/paddock-tools/bin does not exist on this host (docs/cli.md#the-hosts-tools-jobs)"),
+            false
+        ),
+        "{stderr}"
+    );
+}
