@@ -105,7 +105,15 @@ pub fn base_env(ctx: &LaunchContext) -> Vec<(String, String)> {
         ("XDG_CACHE_HOME".into(), format!("{home}/.cache")),
     ]
     .into_iter()
-    .chain(ctx.tools_env.iter().cloned())
+    // A host tool's variable that a credential's placeholder also names
+    // gives way to the placeholder (the proxy substitutes it): one name
+    // is never set twice.
+    .chain(
+        ctx.tools_env
+            .iter()
+            .filter(|(name, _)| !ctx.egress_env.iter().any(|(n, _)| n == name))
+            .cloned(),
+    )
     .chain(
         ctx.egress_url
             .iter()
@@ -361,6 +369,36 @@ pub(crate) fn test_context() -> LaunchContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host's tool variables come after Paddock's own, and one a
+    /// credential's placeholder also names gives way to it: no name is
+    /// set twice.
+    #[test]
+    fn a_tool_variable_gives_way_to_a_credentials_placeholder() {
+        let ctx = LaunchContext {
+            tools_env: vec![
+                ("RUSTUP_HOME".into(), "/opt/rustup".into()),
+                ("NPM_TOKEN".into(), "host-value".into()),
+            ],
+            egress_env: vec![("NPM_TOKEN".into(), "paddock-placeholder-1".into())],
+            ..test_context()
+        };
+        let env = base_env(&ctx);
+        let named = |name: &str| {
+            env.iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            (
+                named("RUSTUP_HOME"),
+                named("NPM_TOKEN"),
+                named("HOME").len()
+            ),
+            (vec!["/opt/rustup"], vec!["paddock-placeholder-1"], 1)
+        );
+    }
 
     /// Only what looks like a session id is kept: it becomes a file name
     /// and an argument.
