@@ -268,18 +268,26 @@ impl Unmet {
                 rest => format!("{} and {rest} more", named.join(", ")),
             }
         };
-        // What was past the kept ones is counted with the refused.
         let mut what = Vec::new();
-        if !refused.is_empty() || self.more > 0 {
-            what.push(format!(
-                "the egress proxy refused {}",
-                names(refused, self.more)
-            ));
+        if !refused.is_empty() {
+            what.push(format!("the egress proxy refused {}", names(refused, 0)));
         }
         if !unreached.is_empty() {
+            let who = if what.is_empty() {
+                "the egress proxy "
+            } else {
+                ""
+            };
             what.push(format!(
-                "did not reach {}, on the setup phase's list",
+                "{who}did not reach {}, on the setup phase's list",
                 names(unreached, 0)
+            ));
+        }
+        // Past the kept ones, counted alone.
+        if self.more > 0 {
+            what.push(format!(
+                "{} more destination(s) were refused or not reached",
+                self.more
             ));
         }
         (!what.is_empty()).then(|| {
@@ -673,6 +681,29 @@ mod tests {
                 Some("Refused during setup by the address it resolved to: `registry.npmjs.org:443` at 203.0.113.80:443 (deny_list:documentation); loopback, private, link-local, metadata and other special-purpose addresses and this host's own are closed to jobs; only the job's host profile (`wide`) can open one, one `address:port` at a time (`network.open_addresses`, docs/egress.md)".to_owned()),
                 Some("its commands exited 0, but during setup the egress proxy refused `registry.npmjs.org:443` at 203.0.113.80:443 (deny_list:documentation), `evil.example:443` (allowlist), `mirror.corp:443` at [fd00::5]:443 (deny_list:private): what they made may lack what those would have fetched (a command that ignores a failure, `cmd || true`, exits 0 without it); the next job runs the setup again (the `network` events say why each was refused or not reached)".to_owned()),
             ]
+        );
+    }
+
+    /// Past the destinations kept, the rest are counted apart (whether
+    /// refused or unreached is not kept for them), never said as refused
+    /// with an empty list.
+    #[test]
+    fn unmet_destinations_past_those_kept_are_counted() {
+        let setup = |host: String, rule: &str| paddock_protocol::EgressRecord {
+            port: 443,
+            phase: paddock_protocol::EgressPhase::Setup,
+            rule: Some(rule.to_owned()),
+            ..crate::store::fixtures::egress_attempt(&host)
+        };
+        let mut unmet = Unmet::default();
+        for i in 0..UNMET_KEPT + 2 {
+            unmet.note(&setup(format!("h{i}.example"), "resolve"));
+        }
+        let said = unmet.said().unwrap_or_default();
+        let head = said.split(": what they made").next().unwrap_or_default();
+        assert_eq!(
+            head,
+            "its commands exited 0, but during setup the egress proxy did not reach `h0.example:443` (resolve), `h1.example:443` (resolve), `h2.example:443` (resolve), `h3.example:443` (resolve), `h4.example:443` (resolve) and 59 more, on the setup phase's list and 2 more destination(s) were refused or not reached"
         );
     }
 
