@@ -279,3 +279,23 @@ pub fn stand_in_job(dir: &Path, rung: &str, body: &str, timeout_secs: u64) -> Pa
     std::fs::write(&spec, text).unwrap();
     spec
 }
+
+/// The details of a job's `setup_cache` status events, in order.
+pub fn setup_cache_statuses(events: &[paddock_protocol::AgentEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            paddock_protocol::EventBody::Status {
+                phase: paddock_protocol::Phase::SetupCache,
+                detail,
+            } => detail.clone(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The 12-digit setup cache key a `setup_cache` status names.
+pub fn setup_cache_key(detail: &str) -> String {
+    let at = detail.find("(key ").expect(detail) + 5;
+    detail[at..at + 12].to_string()
+}

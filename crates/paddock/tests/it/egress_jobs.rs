@@ -851,22 +851,11 @@ async fn a_setup_that_ignored_a_refused_fetch_is_not_stored_on(rung: &str) {
             .await;
         let rec = record(&out);
         let events = home.store().await.events(&rec.id, 0).await.unwrap();
-        let cache: Vec<String> = events
-            .iter()
-            .filter_map(|e| match &e.body {
-                EventBody::Status {
-                    phase: paddock_protocol::Phase::SetupCache,
-                    detail,
-                } => detail.clone(),
-                _ => None,
-            })
-            .collect();
+        let cache = setup_cache_statuses(&events);
         let ran: Vec<Option<i64>> = setup_events(&events).into_iter().map(|c| c.1).collect();
         runs.push((cache, ran));
     }
-    let detail = runs[0].0.first().cloned().unwrap_or_default();
-    let at = detail.find("(key ").map_or(0, |i| i + 5);
-    let key = detail.get(at..at + 12).unwrap_or_default().to_string();
+    let key = setup_cache_key(runs[0].0.first().map_or("", String::as_str));
     let once = (
         vec![
             format!("not in the setup cache (key {key}); the setup commands run"),

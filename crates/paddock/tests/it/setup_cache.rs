@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use paddock_protocol::{EventBody, Phase};
+use paddock_protocol::EventBody;
 use paddock_test_support::prelude::*;
 use paddock_test_support::pypi_index::{PypiIndexStandIn, PYPI_PROJECT, PYPI_VERSION};
 
@@ -61,16 +61,7 @@ struct Run {
 async fn run(home: &Home, spec: &Path) -> Run {
     let (rec, _) = run_kept_script_job(home, spec).await;
     let events = home.store().await.events(&rec.id, 0).await.unwrap();
-    let cache = events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::Status {
-                phase: Phase::SetupCache,
-                detail,
-            } => detail.clone(),
-            _ => None,
-        })
-        .collect();
+    let cache = setup_cache_statuses(&events);
     let commands_run = events
         .iter()
         .filter(|e| matches!(&e.body, EventBody::ToolCall { tool, .. } if tool == "setup"))
@@ -83,12 +74,6 @@ async fn run(home: &Home, spec: &Path) -> Run {
         commands_run,
         seen,
     }
-}
-
-/// The 12-digit key an event names.
-fn key_of(detail: &str) -> String {
-    let at = detail.find("(key ").expect(detail) + 5;
-    detail[at..at + 12].to_string()
 }
 
 fn commit(repo: &Path, file: &str, text: &str) {
@@ -111,7 +96,7 @@ async fn restored_then_missed_on(rung: &str) {
     // HOME; the stamp's 20 bytes, `lib\n`, `cached\n`.
     let size = "7 entries, 31 bytes";
     let first = run(&home, &spec).await;
-    let k = key_of(&first.cache[0]);
+    let k = setup_cache_key(&first.cache[0]);
     let c = short_commit(&repo, "main");
     assert_eq!(
         (&first.cache, first.commands_run),
@@ -152,7 +137,7 @@ async fn restored_then_missed_on(rung: &str) {
         "{\"lockfileVersion\": 3, \"x\": 1}\n",
     );
     let fourth = run(&home, &spec).await;
-    let k2 = key_of(&fourth.cache[0]);
+    let k2 = setup_cache_key(&fourth.cache[0]);
     let c2 = short_commit(&repo, "main");
     assert_ne!(k2, k);
     assert_eq!(
@@ -230,7 +215,7 @@ async fn planted_links_setuid_files_and_fifos_are_not_carried() {
     ];
     let spec = spec_with(&home, "process", &planted, "");
     let first = run(&home, &spec).await;
-    let k = key_of(&first.cache[0]);
+    let k = setup_cache_key(&first.cache[0]);
     let c = short_commit(&home.path().join("repo"), "main");
     assert_eq!(
         first.cache[1],
@@ -385,7 +370,10 @@ async fn two_sources_never_share_an_entry() {
     std::fs::write(&twin_spec, text).unwrap();
     let first = run(&home, &spec).await;
     let other = run(&home, &twin_spec).await;
-    let (k, k2) = (key_of(&first.cache[0]), key_of(&other.cache[0]));
+    let (k, k2) = (
+        setup_cache_key(&first.cache[0]),
+        setup_cache_key(&other.cache[0]),
+    );
     assert_ne!(k, k2);
     assert_eq!(
         (&other.cache[0], other.commands_run),
@@ -437,7 +425,7 @@ async fn a_branch_cannot_poison_main_on(rung: &str) {
     let lib = |r: &Run| r.seen.lines().nth(1).unwrap_or_default().to_string();
 
     let poisoner = run(&home, &on_hostile).await;
-    let k = key_of(&poisoner.cache[0]);
+    let k = setup_cache_key(&poisoner.cache[0]);
     assert_eq!(
         (&poisoner.cache, poisoner.commands_run, lib(&poisoner)),
         (
@@ -548,7 +536,7 @@ async fn a_profile_narrowed_under_the_same_id_does_not_restore_what_the_wider_on
         .output()
         .unwrap();
     let page = String::from_utf8(page.stdout).unwrap();
-    let k = key_of(&first.cache[0]);
+    let k = setup_cache_key(&first.cache[0]);
     assert_eq!(
         (first.commands_run, first.seen.as_str(), asked.len()),
         (1, page.as_str(), 1),
@@ -557,7 +545,7 @@ async fn a_profile_narrowed_under_the_same_id_does_not_restore_what_the_wider_on
     );
     std::fs::write(&profile, &narrow).unwrap();
     let second = run(&home, &spec).await;
-    let k2 = key_of(&second.cache[0]);
+    let k2 = setup_cache_key(&second.cache[0]);
     assert_eq!(
         (
             second.cache[0].as_str(),
@@ -612,22 +600,18 @@ async fn a_setup_past_the_jobs_disk_limit_is_not_stored() {
         .await;
     let rec = record(&out);
     let events = home.store().await.events(&rec.id, 0).await.unwrap();
-    let cache: Vec<String> = events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::Status {
-                phase: Phase::SetupCache,
-                detail,
-            } => detail.clone(),
-            _ => None,
-        })
+    let cache: Vec<String> = setup_cache_statuses(&events)
+        .into_iter()
         .map(|d| match d.split_once(" to its directory (") {
             // The bytes seen vary with the file system.
             Some((head, _)) => format!("{head} to its directory (…"),
             None => d,
         })
         .collect();
-    let key = cache.first().map(|d| key_of(d)).unwrap_or_default();
+    let key = cache
+        .first()
+        .map(|d| setup_cache_key(d))
+        .unwrap_or_default();
     let stored: Vec<String> = std::fs::read_dir(home.jobs().join(".setup-cache"))
         .map(|d| {
             d.flatten()
