@@ -128,6 +128,17 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
     for p in args.rw.iter().chain(&args.ro) {
         no_link_inside(p, &rw)?;
     }
+    // A path on a part the view makes itself (`/etc`, `/tmp`, under
+    // `/proc`) is the caller's mistake, told as bad input (exit 2) before
+    // the helper starts; the helper's planning refuses it too (exit 125),
+    // for the runner's own policies.
+    for (flag, paths) in [("--rw", &rw), ("--ro", &ro)] {
+        for p in paths {
+            paddock_sandbox::own_parts::place(p, false)
+                .map_err(anyhow::Error::new)
+                .with_context(|| format!("sandbox path {flag} {}", p.display()))?;
+        }
+    }
     let cwd = match args.cwd {
         Some(c) => c,
         None => {

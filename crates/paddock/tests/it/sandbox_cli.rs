@@ -1012,13 +1012,15 @@ fn paths_on_the_views_own_parts_are_bound_after_them_or_refused() {
         );
         refused.push((out.status.code(), text(&out.stderr)));
     }
-    let refusal = |path: &str, part: &str, what: &str, advice: &str| {
+    // Bad input, refused by the caller before the helper starts (exit 2,
+    // naming the option), where it was the helper's set-up failure (125).
+    let refusal = |flag: &str, path: &str, part: &str, what: &str, advice: &str| {
         let on = if path == part { "" } else { "under " };
         (
-            Some(125),
+            Some(2),
             format!(
-                "paddock sandbox: plan the view: {path} cannot be bound into the sandbox: it is \
-                 {on}{part}, which the sandbox makes its own ({what}); {advice}\n"
+                "paddock: sandbox path {flag} {path}: {path} cannot be bound into the sandbox: it \
+                 is {on}{part}, which the sandbox makes its own ({what}); {advice}\n"
             ),
         )
     };
@@ -1029,21 +1031,24 @@ fn paths_on_the_views_own_parts_are_bound_after_them_or_refused() {
         (refused, marker.exists()),
         (
             vec![
-                refusal("/proc/1", "/proc", procfs, outside),
-                refusal("/proc/sys/kernel", "/proc", procfs, outside),
+                refusal("--rw", "/proc/1", "/proc", procfs, outside),
+                refusal("--ro", "/proc/sys/kernel", "/proc", procfs, outside),
                 refusal(
+                    "--rw",
                     "/dev/shm",
                     "/dev/shm",
                     "the job's private shared memory",
                     "give a directory under /dev/shm or elsewhere"
                 ),
                 refusal(
+                    "--ro",
                     "/etc",
                     "/etc",
                     "a short list of the host's entries everyone may read",
                     "give a directory under /etc or elsewhere"
                 ),
                 refusal(
+                    "--rw",
                     "/tmp",
                     "/tmp",
                     "the job's private, size-capped tmpfs",
