@@ -478,6 +478,18 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 }
 
 impl Config {
+    /// The key of this config that gives `spec` its host profile in
+    /// [`apply`](Config::apply) (`host_profile`, else `profile`), when
+    /// `spec` names none: what an error about that profile names, since
+    /// the spec's reader looks for it in the spec.
+    pub fn profile_key(&self, spec: &JobSpec) -> Option<&'static str> {
+        match (&spec.policy.profile, &self.host_profile, &self.profile) {
+            (Some(_), _, _) | (None, None, None) => None,
+            (None, Some(_), _) => Some("host_profile"),
+            (None, None, Some(_)) => Some("profile"),
+        }
+    }
+
     /// `spec` with this config's defaults where it leaves a value unset.
     pub fn apply(&self, mut spec: JobSpec) -> JobSpec {
         if spec.budget.max_usd.is_none() {

@@ -27,14 +27,22 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
     let spec_file = spec;
     let config = super::run::user_config()?;
     let tools = super::run::job_tools(&config.jobs)?.path;
-    let spec = config.apply(JobSpec::load(&spec_file).map_err(|e| Failure::BadInput(e.into()))?);
+    let loaded = JobSpec::load(&spec_file).map_err(|e| Failure::BadInput(e.into()))?;
+    let profile_from = super::run::profile_from_config(&config, &loaded);
+    let spec = config.apply(loaded);
     let store = match spec.policy.profile {
         // Read for a stored profile; no database is created.
         Some(_) => Some(open_store_or_empty(paths).await?),
         None => None,
     };
-    let report =
-        context_render::render(&spec, &spec_file, paths, store.as_deref(), (&out, &tools)).await?;
+    let report = context_render::render(
+        &spec,
+        (&spec_file, profile_from),
+        paths,
+        store.as_deref(),
+        (&out, &tools),
+    )
+    .await?;
     if json {
         let text = paddock::terminal_text::json::to_string(&serde_json::json!({
             "out": out.display().to_string(),

@@ -22,7 +22,7 @@ use super::Failure;
 /// `store` holds the host profiles (needed only when the spec names one).
 pub async fn render(
     spec: &JobSpec,
-    spec_file: &Path,
+    (spec_file, profile_from): (&Path, Option<(&'static str, std::path::PathBuf)>),
     paths: &Paths,
     store: Option<&dyn Store>,
     (out, tools): (&Path, &[std::path::PathBuf]),
@@ -43,7 +43,14 @@ pub async fn render(
         &paddock::rung::Rungs::host(&exe, super::run::cgroup_root().as_deref()),
     )
     .await
-    .map_err(|e| bad(e.in_spec_file(spec_file).into()))?;
+    .map_err(|e| {
+        let e = e.in_spec_file(spec_file);
+        bad(match &profile_from {
+            Some((key, file)) => e.in_config_file(key, file),
+            None => e,
+        }
+        .into())
+    })?;
     let spec = &spec;
     let policy = policy.map(|p| p.context()).unwrap_or_default();
     let host_path = std::env::var_os("PATH");

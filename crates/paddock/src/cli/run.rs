@@ -182,7 +182,9 @@ async fn exec_beside(
     } else {
         spec.clone()
     };
-    let spec = config.apply(take_loaded_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    let loaded = take_loaded_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+    let profile_from = profile_from_config(&config, &loaded);
+    let spec = config.apply(loaded);
     // The sandbox's probe (a minimal sandbox started, which admission
     // waits for when the job asks for the sandbox or `auto`) runs beside
     // the store's opening and the reaper's pass instead of after them
@@ -261,7 +263,13 @@ async fn exec_beside(
         cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?,
     ));
     let admission = async {
-        let named = |e: paddock::runner::AdmitError| e.in_spec_file(&spec_file);
+        let named = |e: paddock::runner::AdmitError| {
+            let e = e.in_spec_file(&spec_file);
+            match &profile_from {
+                Some((key, file)) => e.in_config_file(key, file),
+                None => e,
+            }
+        };
         // The job runs here: an engine this host cannot find is refused
         // now, before anything of the job exists.
         runner
@@ -574,6 +582,20 @@ fn config_location() -> Option<PathBuf> {
         std::env::var_os("XDG_CONFIG_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
     )
+}
+
+/// The config file's key that gives `spec` its host profile, and the
+/// file (`Config::profile_key`): what an admission error about that
+/// profile names (`AdmitError::in_config_file`).
+pub fn profile_from_config(
+    config: &paddock::config::Config,
+    spec: &JobSpec,
+) -> Option<(&'static str, PathBuf)> {
+    let key = config.profile_key(spec)?;
+    Some((
+        key,
+        config_location().unwrap_or_else(|| PathBuf::from("config.toml")),
+    ))
 }
 
 /// The user's config file (`paddock::config`); a broken one is bad input.

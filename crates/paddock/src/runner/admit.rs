@@ -178,7 +178,7 @@ pub async fn admit(
         (ProviderKind::Scripted, _) | (_, None) => None,
         (_, Some(reference)) => Some(
             Secret::resolve(SecretKind::ProviderKey, reference)
-                .map_err(|e| AdmitError::ResolveKey(e.to_string()))?,
+                .map_err(|e| AdmitError::ResolveKey(format!("upstream.key: {e}")))?,
         ),
     };
     // The forge's and the push's credentials are used only when the job

@@ -90,6 +90,21 @@ impl AdmitError {
         }
     }
 
+    /// The error with the config file's `key` named, where the host
+    /// profile that could not be resolved (not in the store, a file that
+    /// does not load) came from it, the spec naming none
+    /// (`Config::profile_key`): `host_profile in the config file FILE:
+    /// host profile …`. Before, it read as if the spec had named it.
+    /// Other errors are as they were.
+    pub fn in_config_file(self, key: &str, file: &std::path::Path) -> AdmitError {
+        match self {
+            AdmitError::HostProfile(e) => {
+                AdmitError::HostProfile(format!("{key} in the config file {}: {e}", file.display()))
+            }
+            e => e,
+        }
+    }
+
     pub fn code(&self) -> ErrorCode {
         match self {
             AdmitError::SerializeSpec(_) => ErrorCode::Internal,

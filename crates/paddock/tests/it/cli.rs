@@ -116,12 +116,14 @@ async fn unset_key_variable_is_bad_input() {
     let up = "[upstream]\nprovider = \"openai\"\nkey = \"env:PADDOCK_TEST_UNSET_KEY\"\n";
     let spec = job(home.path(), "codex", &repo, up, None);
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out)
-            .contains("provider key env:PADDOCK_TEST_UNSET_KEY: environment variable is not set"),
-        "{}",
-        stderr(&out)
+    assert_eq!(
+        (out.status.code(), stderr(&out)),
+        (
+            Some(2),
+            "paddock: upstream.key: provider key env:PADDOCK_TEST_UNSET_KEY: environment \
+             variable is not set\n"
+                .to_owned()
+        )
     );
 }
 
@@ -1416,6 +1418,76 @@ async fn a_host_profile_binds_every_job_which_cannot_name_another() {
         "{}\n{}",
         stderr(&refused),
         stderr(&capped)
+    );
+}
+
+/// A host profile the config file gives a spec that names none, and that
+/// cannot be resolved (in no store, no preset; a file not there), is
+/// named with its key and the config file, by `paddock run` and `paddock
+/// context` alike; the same name in the spec's own `[policy] profile` is
+/// named as before. Before, the refusal read as if the spec had named the
+/// profile, and its reader looked for it there. Nothing is recorded.
+#[tokio::test]
+async fn a_host_profile_from_the_config_file_that_is_not_there_is_said_to_come_from_it() {
+    let home = Home::new();
+    let spec = scripted_job(&home, ONE_TURN);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let naming = home.path().join("naming.toml");
+    std::fs::write(&naming, format!("{text}\n[policy]\nprofile = \"nope\"\n")).unwrap();
+    let config = home.path().join("config/paddock/config.toml");
+    let missing = home.path().join("config/paddock/missing.toml");
+    let unknown = "host profile `nope` is neither in the store nor a preset (constrained-local, \
+                   remote-full); save it with `paddock profile add FILE` or name a profile file";
+    let mut said = Vec::new();
+    for (config_text, spec) in [
+        ("host_profile = \"nope\"\n", &spec),
+        ("profile = \"nope\"\n", &spec),
+        ("profile = \"missing.toml\"\n", &spec),
+        ("profile = \"other\"\n", &naming),
+    ] {
+        home.write_config(config_text);
+        let ran = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+        let context = home
+            .paddock(
+                &[
+                    "context",
+                    spec.to_str().unwrap(),
+                    "--out",
+                    home.path().join("ctx").to_str().unwrap(),
+                ],
+                &[],
+            )
+            .await;
+        said.push((
+            ran.status.code(),
+            stderr(&ran),
+            context.status.code(),
+            stderr(&context),
+        ));
+    }
+    let both = |line: String| (Some(2), line.clone(), Some(2), line);
+    assert_eq!(
+        (said, home.store().await.jobs(10).await.unwrap().len()),
+        (
+            vec![
+                both(format!(
+                    "paddock: host_profile in the config file {}: {unknown}\n",
+                    config.display()
+                )),
+                both(format!(
+                    "paddock: profile in the config file {}: {unknown}\n",
+                    config.display()
+                )),
+                both(format!(
+                    "paddock: profile in the config file {}: cannot read host profile {}: No such \
+                     file or directory (os error 2)\n",
+                    config.display(),
+                    missing.display()
+                )),
+                both(format!("paddock: {unknown}\n")),
+            ],
+            0
+        )
     );
 }
 

@@ -675,3 +675,40 @@ async fn a_turns_files_cannot_make_their_commit_compute_unbounded() {
         "{detail}"
     );
 }
+
+/// A turn whose provider key names a variable the server allows but does
+/// not have is refused naming the field (`upstream.key`) as `paddock run`
+/// names it, nothing recorded. Before, the detail began with the key's
+/// reference alone, and a client could not tell which field it was.
+#[tokio::test]
+async fn a_turn_whose_key_is_not_there_is_refused_naming_upstream_key() {
+    let home = Home::new();
+    let key = "env:PADDOCK_TEST_UNSET_TURN_KEY";
+    let server = Server::start(&home, &["--allow-ref", key]).await;
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5"},
+        "upstream": {"provider": "openai", "key": key},
+        "input": "Hi.",
+        "isolation": "process",
+    });
+    let resp = post_turn(&server, &turn, false).await;
+    let status = resp.status().as_u16();
+    let problem: Value = body(resp).await;
+    assert_eq!(
+        (status, problem),
+        (
+            422,
+            json!({
+                "type": "urn:paddock:problem:bad_input",
+                "title": "the job spec cannot run",
+                "status": 422,
+                "detail": "upstream.key: provider key env:PADDOCK_TEST_UNSET_TURN_KEY: \
+                           environment variable is not set",
+                "code": "bad_input",
+            })
+        )
+    );
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
+    assert_eq!(jobs["jobs"], json!([]));
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
