@@ -7,7 +7,14 @@
 //! SIGINT or SIGHUP (the runner's timeout and cancel, or the death of its
 //! `paddock`, through the parent-death signal), it kills its whole subtree
 //! with SIGKILL, round after round until none is left, reaps everything,
-//! and exits as the engine did (the same code, or the same signal). It
+//! and exits as the engine did (the same code, or the same signal). Told
+//! `--report FD` (a pipe the runner handed it), it writes there, once the
+//! engine exited by itself, how many processes of the engine's tree were
+//! still running and were killed (`paddock_sandbox::left`): the engine's
+//! own exit is not counted, a process it left (its own session, a double
+//! fork, `nohup`) is. The descriptor is close-on-exec from the start, so
+//! the engine never holds it, and the supervisor is not dumpable, so the
+//! engine cannot open it through `/proc`. It
 //! changes to the engine's directory `DIR` itself: a child given a
 //! directory of its own is forked by the standard library in the static
 //! build (its glibc's `posix_spawn_file_actions_addchdir_np` is not found),
@@ -38,10 +45,15 @@ const FAILED: i32 = 70;
 /// Rounds of killing: a process may fork while its tree is being killed.
 const KILL_ROUNDS: usize = 50;
 
+/// The option before `DIR` naming the report pipe's descriptor.
+pub const REPORT_ARG: &str = "--report";
+
 #[derive(Debug, thiserror::Error)]
 pub enum SuperviseError {
-    #[error("usage: paddock {SUPERVISE_ARG} DIR -- PROGRAM [ARGS...]")]
+    #[error("usage: paddock {SUPERVISE_ARG} [{REPORT_ARG} FD] DIR -- PROGRAM [ARGS...]")]
     Usage,
+    #[error("take the report descriptor {0}: not an open descriptor above stderr")]
+    Report(String),
     #[error("change to the engine's directory {}: {source}", dir.display())]
     Chdir {
         dir: PathBuf,
@@ -76,7 +88,21 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
 }
 
 fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
-    let (dir, argv) = match args.as_slice() {
+    let (report, args) = match args.as_slice() {
+        [flag, fd, rest @ ..] if flag == REPORT_ARG => {
+            // Taken first, close-on-exec: the engine never inherits it.
+            let taken = fd
+                .to_str()
+                .and_then(|n| n.parse().ok())
+                .and_then(paddock_sandbox::pass_fd::take);
+            match taken {
+                Some(fd) => (Some(fd), rest),
+                None => return Err(SuperviseError::Report(fd.to_string_lossy().into_owned())),
+            }
+        }
+        all => (None, all),
+    };
+    let (dir, argv) = match args {
         [dir, dashes, rest @ ..] if dashes == "--" => (PathBuf::from(dir), rest),
         _ => return Err(SuperviseError::Usage),
     };
@@ -117,6 +143,8 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
             source,
         })?;
     let engine = Pid::from_raw(i32::try_from(engine.id()).unwrap_or(i32::MAX));
+    // Whether the engine was stopped (not exited by itself).
+    let mut stopped = false;
     let ended = loop {
         if let Some(status) = reap(engine) {
             break status;
@@ -131,14 +159,20 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
         // Killing the tree may reap the engine too: its end is kept, so
         // the loop does not wait for a signal that never comes.
         if stop {
-            if let Some(status) = kill_tree(engine) {
+            stopped = true;
+            if let (Some(status), _) = kill_tree(engine) {
                 break status;
             }
         }
     };
-    let _ = kill_tree(engine);
+    // What the engine left: every descendant still running now.
+    let (_, left) = kill_tree(engine);
     // Everything left was killed: wait for the last of it.
     while !matches!(waitpid(None, None), Err(Errno::ECHILD)) {}
+    if let (Some(report), false) = (report, stopped) {
+        let count = u64::try_from(left).unwrap_or(u64::MAX);
+        let _ = nix::unistd::write(&report, &paddock_sandbox::left::report(count));
+    }
     Ok(exit_like(ended))
 }
 
@@ -160,9 +194,11 @@ fn reap(engine: Pid) -> Option<WaitStatus> {
 }
 
 /// Kills every descendant (SIGKILL) until none is left; the engine's end
-/// when it was reaped meanwhile.
-fn kill_tree(engine: Pid) -> Option<WaitStatus> {
+/// when it was reaped meanwhile, and how many processes were killed (each
+/// once, however many rounds it took).
+fn kill_tree(engine: Pid) -> (Option<WaitStatus>, usize) {
     let mut ended = None;
+    let mut killed: std::collections::HashSet<Pid> = std::collections::HashSet::new();
     for _ in 0..KILL_ROUNDS {
         let live = descendants(Pid::this());
         if live.is_empty() {
@@ -170,6 +206,7 @@ fn kill_tree(engine: Pid) -> Option<WaitStatus> {
         }
         for pid in live {
             let _ = kill(pid, Signal::SIGKILL);
+            killed.insert(pid);
         }
         // Reparented grandchildren show up as children once their parent
         // is reaped.
@@ -180,7 +217,7 @@ fn kill_tree(engine: Pid) -> Option<WaitStatus> {
     }
     // The engine may have ended (and become a zombie) before the first
     // round.
-    ended.or_else(|| reap(engine))
+    (ended.or_else(|| reap(engine)), killed.len())
 }
 
 /// The live (not zombie) descendants of `root`, from `/proc`'s children

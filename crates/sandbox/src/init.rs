@@ -507,12 +507,16 @@ fn pid1(
     }
     match spawn(policy) {
         Ok(command) => {
-            if let Some(started) = started {
+            if let Some(started) = &started {
                 started.tell();
             }
             trace::step("command spawned");
             let code = reap(command);
             trace::step("command exited");
+            let left = kill_left();
+            if let Some(started) = started {
+                started.left(left);
+            }
             code
         }
         Err(code) => code,
@@ -520,8 +524,7 @@ fn pid1(
 }
 
 /// Reaps every process re-parented to PID 1 until the command ends; its
-/// status is the namespace's. Returning ends PID 1, which kills whatever
-/// the command left behind.
+/// status is the namespace's.
 fn reap(command: Pid) -> i32 {
     loop {
         match waitpid(None, None) {
@@ -529,6 +532,34 @@ fn reap(command: Pid) -> i32 {
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => return 128 + sig as i32,
             Ok(_) | Err(nix::Error::EINTR) => {}
             Err(_) => return exit::SETUP_FAILED,
+        }
+    }
+}
+
+/// Kills what the command left running once it exited (every process of
+/// the namespace but PID 1: the command's tree, however it detached, each
+/// an orphan of PID 1 or a descendant of one) and reaps it; how many of
+/// them the kill ended (`left.rs`). What ended by itself before (a zombie
+/// the command did not reap) is reaped first and not counted.
+fn kill_left() -> u64 {
+    use nix::sys::wait::WaitPidFlag;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(nix::Error::ECHILD) => break,
+            Ok(_) | Err(nix::Error::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    let mut killed = 0;
+    loop {
+        // Again before each wait: what was forked meanwhile goes too.
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        match waitpid(None, None) {
+            Ok(WaitStatus::Signaled(_, Signal::SIGKILL, _)) => killed += 1,
+            Ok(_) | Err(nix::Error::EINTR) => {}
+            // None left (ECHILD); returning ends PID 1, which takes
+            // whatever else there is.
+            Err(_) => return killed,
         }
     }
 }

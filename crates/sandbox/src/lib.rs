@@ -34,6 +34,7 @@ pub mod idmap;
 #[allow(clippy::print_stderr)] // the helper process's own diagnostics
 pub mod init;
 pub mod launch;
+pub mod left;
 pub mod lock;
 pub mod net;
 pub mod notices;

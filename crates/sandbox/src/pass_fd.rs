@@ -7,8 +7,11 @@
 //! close-on-exec throughout. Used for the SSH deploy key of a push
 //! (`paddock`'s `results/push.rs`): a sealed memory file the child git
 //! holds and ssh opens as `/proc/<git>/fd/N`, never a file on disk.
+//! [`take`] is the child's side: the descriptor it was handed, owned and
+//! made close-on-exec again, so nothing the child starts inherits it (the
+//! `process` rung's supervisor's report pipe, `left.rs`).
 
-use std::os::fd::{AsRawFd as _, BorrowedFd};
+use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 
@@ -29,6 +32,30 @@ pub fn pass_fd<'a>(cmd: &'a mut Command, fd: BorrowedFd<'_>) -> &'a mut Command 
             Ok(())
         })
     }
+}
+
+/// Takes the descriptor `fd` this process was handed ([`pass_fd`]),
+/// close-on-exec from now on; none when the number is not an open
+/// descriptor above stderr. Call it once per descriptor, before anything
+/// else of the process owns it.
+pub fn take(fd: i32) -> Option<OwnedFd> {
+    if fd <= 2 {
+        return None;
+    }
+    // SAFETY: fcntl F_GETFD and F_SETFD on a plain integer; they change a
+    // flag of the descriptor, if it is open, and nothing else.
+    let set = unsafe {
+        libc::fcntl(fd, libc::F_GETFD) != -1
+            && libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) != -1
+    };
+    if !set {
+        return None;
+    }
+    // SAFETY: `fd` is open (F_GETFD succeeded) and is the descriptor this
+    // process's parent handed it for the caller's purpose alone; the
+    // caller takes it once, before anything else owns or closes it, so
+    // this is its only owner from here on.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]
@@ -61,5 +88,24 @@ mod tests {
     fn unsafe_free_flags(fd: i32) -> i32 {
         // SAFETY: fcntl F_GETFD on a descriptor this test holds open.
         unsafe { libc::fcntl(fd, libc::F_GETFD) }
+    }
+
+    /// Only an open descriptor above stderr is taken, and it is
+    /// close-on-exec once taken.
+    #[test]
+    fn only_an_open_descriptor_is_taken_close_on_exec() {
+        let (reader, writer) = std::io::pipe().unwrap();
+        let n = writer.as_raw_fd();
+        // Inheritable, as a handed descriptor is.
+        // SAFETY: fcntl F_SETFD on a descriptor this test holds open.
+        assert_ne!(unsafe { libc::fcntl(n, libc::F_SETFD, 0) }, -1);
+        std::mem::forget(writer);
+        let taken = take(n).unwrap();
+        let flags = unsafe_free_flags(taken.as_raw_fd());
+        drop(reader);
+        assert_eq!(
+            (take(2).is_none(), take(i32::MAX).is_none(), flags),
+            (true, true, libc::FD_CLOEXEC)
+        );
     }
 }

@@ -10,11 +10,10 @@
 //! command ran. The command cannot write it (it never holds it; PID 1 is
 //! not dumpable, so its descriptors cannot be opened through `/proc`), and
 //! cannot keep it from being written (it is written before the command's
-//! first instruction).
+//! first instruction). Once the command ended, PID 1 writes on it how
+//! many processes the command left running (`left.rs`), then closes it.
 
-use std::os::fd::{FromRawFd as _, OwnedFd};
-
-use nix::fcntl::{fcntl, FcntlArg};
+use std::os::fd::OwnedFd;
 
 use crate::policy::STARTED;
 
@@ -23,22 +22,24 @@ use crate::policy::STARTED;
 pub(crate) struct Started(OwnedFd);
 
 impl Started {
-    /// Takes the descriptor `fd` the policy names; none when it names none
-    /// or the number is not an open descriptor above stderr.
+    /// Takes the descriptor `fd` the policy names (the caller passed it to
+    /// this freshly exec'd helper for this purpose alone:
+    /// `Policy::started`); none when it names none or the number is not
+    /// an open descriptor above stderr.
     pub(crate) fn take(fd: Option<i32>) -> Option<Started> {
-        let fd = fd.filter(|fd| *fd > 2)?;
-        fcntl(fd, FcntlArg::F_GETFD).ok()?;
-        // SAFETY: `fd` is open (F_GETFD succeeded) and is the descriptor
-        // the caller passed to this freshly exec'd helper for this purpose
-        // alone (`Policy::started`); nothing else in the helper owns or
-        // closes it, so this is its only owner from here on.
-        Some(Started(unsafe { OwnedFd::from_raw_fd(fd) }))
+        crate::pass_fd::take(fd?).map(Started)
     }
 
-    /// Says the command runs, and closes this end. A caller that went
-    /// away is no error of the run's.
-    pub(crate) fn tell(self) {
+    /// Says the command runs. A caller that went away is no error of the
+    /// run's.
+    pub(crate) fn tell(&self) {
         let _ = nix::unistd::write(&self.0, &[STARTED]);
+    }
+
+    /// Says how many processes the command left running when it exited
+    /// (`left.rs`), and closes this end.
+    pub(crate) fn left(self, count: u64) {
+        let _ = nix::unistd::write(&self.0, &crate::left::report(count));
     }
 }
 
@@ -48,8 +49,9 @@ mod tests {
 
     use super::*;
 
-    /// Only an open descriptor above stderr is taken; the byte written is
-    /// [`STARTED`], and the write end is closed after it.
+    /// Only an open descriptor above stderr is taken; the bytes written
+    /// are [`STARTED`], then the count of processes left, and the write
+    /// end is closed after it.
     #[test]
     fn only_an_open_descriptor_is_taken_and_it_says_started_once() {
         let (mut reader, writer) = std::io::pipe().unwrap();
@@ -66,9 +68,14 @@ mod tests {
             ],
             [true, true, true]
         );
-        Started::take(Some(fd)).unwrap().tell();
+        let started = Started::take(Some(fd)).unwrap();
+        started.tell();
+        started.left(2);
         let mut got = Vec::new();
         std::io::Read::read_to_end(&mut reader, &mut got).unwrap();
-        assert_eq!(got, vec![STARTED]);
+        assert_eq!(
+            (got.first().copied(), crate::left::read(&got[1..])),
+            (Some(STARTED), Some(2))
+        );
     }
 }

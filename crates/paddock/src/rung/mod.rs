@@ -2,7 +2,9 @@
 //! the host, say what of a host profile the rung cannot enforce (its
 //! gaps), bind the job's broker where the rung reaches it, launch the
 //! engine (an [`EngineProcess`]: stdin, stdout, stderr, wait, stop, kill)
-//! and kill what a job left (after its end, or a crash). `process`
+//! and kill what a job left (after its end, or a crash); a command's own
+//! leftovers, killed when it exited, are counted by the rung
+//! ([`EngineProcess::left_running`]). `process`
 //! (`process.rs`: the engine under Paddock's supervisor) and `sandbox`
 //! (`sandbox.rs`: Paddock's sandbox helper) implement it, `fake.rs` a
 //! scripted stand-in for the runner's tests; a container or Kubernetes
@@ -100,10 +102,31 @@ pub trait EngineProcess: Send {
     }
     /// Waits for the engine to exit (cancel-safe: a `select!` may drop it).
     async fn wait(&mut self) -> std::io::Result<ExitStatus>;
+    /// Once [`EngineProcess::wait`] said the command exited by itself
+    /// (not stopped): how many processes of the command's tree were still
+    /// running then (and were killed), as the rung's supervisor or the
+    /// sandbox's PID 1 counted them and said on a pipe the command never
+    /// holds (`paddock_sandbox::left`); none when the rung does not count.
+    async fn left_running(&mut self) -> Option<LeftRunning> {
+        None
+    }
     /// Asks the engine to stop, with everything it started.
     fn stop(&mut self);
     /// Kills whatever is left of the engine now.
     fn kill(&mut self);
+}
+
+/// What a rung said of the processes a command left running when it
+/// exited ([`EngineProcess::left_running`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftRunning {
+    /// This many were still running, and were killed.
+    Counted(u64),
+    /// The rung counts, but its pipe held no single count (none, or more
+    /// than one report: only a process allowed to open its supervisor's
+    /// descriptors, a job running as root on the `process` rung, writes
+    /// there): what was left is not known.
+    Unreadable,
 }
 
 /// What a rung found left of a job: processes killed, cgroups removed

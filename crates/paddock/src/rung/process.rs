@@ -4,8 +4,11 @@
 //! the broker on loopback. A plain child has no CPU or memory cap and can
 //! connect anywhere: those rules of a host profile (`cpu_limit`,
 //! `mem_limit_mb`, its `[network]` maximum) are its gaps. [`ChildProcess`]
-//! is how both local rungs hand over a started engine.
+//! is how both local rungs hand over a started engine. The supervisor
+//! reports what the engine left running when it exited on a pipe of its
+//! own (`--report FD`, `paddock_sandbox::left`).
 
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
@@ -17,7 +20,8 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use super::{
-    EgressHandle, EngineProcess, Leftovers, Output, Reap, Rung, RungError, RungJob, Stdin,
+    EgressHandle, EngineProcess, LeftRunning, Leftovers, Output, Reap, Rung, RungError, RungJob,
+    Stdin,
 };
 use crate::broker::{self, BrokerConfig, BrokerHandle};
 use crate::egress::{EgressConfig, EgressProxy};
@@ -74,13 +78,20 @@ impl Rung for ProcessRung {
         job: &RungJob<'_>,
         cmd: &CommandSpec,
     ) -> Result<Box<dyn EngineProcess>, RungError> {
-        let c = supervisor(&self.helper_exe, cmd);
-        Ok(Box::new(ChildProcess::spawn(
-            c,
-            "supervisor",
-            job.job_id,
-            cmd,
-        )?))
+        // The supervisor's report of what the command left running
+        // (`paddock_sandbox::left`): a pipe only it holds the write end of.
+        let (report, report_tx) = std::io::pipe().map_err(|error| RungError::Spawn {
+            job_id: job.job_id.to_string(),
+            program: self.helper_exe.clone(),
+            role: "supervisor",
+            engine: cmd.program.clone(),
+            error,
+        })?;
+        let mut c = supervisor(&self.helper_exe, cmd, Some(report_tx.as_raw_fd()));
+        paddock_sandbox::pass_fd::pass_fd(c.as_std_mut(), report_tx.as_fd());
+        let child = ChildProcess::spawn(c, "supervisor", job.job_id, cmd)?;
+        drop(report_tx);
+        Ok(Box::new(child.with_report(OwnedFd::from(report))))
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
@@ -95,10 +106,13 @@ impl Rung for ProcessRung {
 /// standard library forks (a copy of Paddock's whole memory map) for a
 /// child with a directory of its own in the static build, and spawns one
 /// without.
-fn supervisor(helper_exe: &std::path::Path, cmd: &CommandSpec) -> Command {
+fn supervisor(helper_exe: &std::path::Path, cmd: &CommandSpec, report: Option<i32>) -> Command {
     let mut c = Command::new(helper_exe);
-    c.arg(crate::supervise::SUPERVISE_ARG)
-        .arg(&cmd.cwd)
+    c.arg(crate::supervise::SUPERVISE_ARG);
+    if let Some(fd) = report {
+        c.arg(crate::supervise::REPORT_ARG).arg(fd.to_string());
+    }
+    c.arg(&cmd.cwd)
         .arg("--")
         .arg(&cmd.program)
         .args(&cmd.args)
@@ -133,14 +147,16 @@ pub(crate) fn gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
 }
 
 /// A local child (the supervisor, or the sandbox helper) in its own
-/// process group, stdio piped. Dropped before it exited, it gets SIGTERM:
-/// the supervisor and the sandbox helper then kill everything the engine
-/// started.
+/// process group, stdio piped, and the read end of the supervisor's
+/// report of what the command left running. Dropped before it exited, it
+/// gets SIGTERM: the supervisor and the sandbox helper then kill
+/// everything the engine started.
 #[derive(Debug)]
 pub(super) struct ChildProcess {
     child: tokio::process::Child,
     pgid: Option<Pid>,
     exited: bool,
+    report: Option<OwnedFd>,
 }
 
 impl ChildProcess {
@@ -175,7 +191,38 @@ impl ChildProcess {
             child,
             pgid,
             exited: false,
+            report: None,
         })
+    }
+
+    /// This child, whose report of what the command left running is read
+    /// from `report` ([`EngineProcess::left_running`]).
+    fn with_report(mut self, report: OwnedFd) -> ChildProcess {
+        self.report = Some(report);
+        self
+    }
+}
+
+/// The most a report pipe is read for: its writer has exited once the
+/// command's end is known, so its end of file is at once unless something
+/// else held the write end.
+const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The count of processes left running that `pipe` says
+/// (`paddock_sandbox::left`), read to its end (a report's bytes and one
+/// more at most, and [`REPORT_WAIT`] at most): unreadable unless it holds
+/// exactly one report, so that nothing written beside the rung's own
+/// report (a job running as root on the `process` rung can open its
+/// supervisor's descriptor) reads as a count.
+pub(super) async fn read_left(pipe: tokio::net::unix::pipe::Receiver) -> LeftRunning {
+    use tokio::io::AsyncReadExt as _;
+    let mut bytes = Vec::new();
+    let mut pipe = pipe.take(paddock_sandbox::left::report(0).len() as u64 + 1);
+    let read = pipe.read_to_end(&mut bytes);
+    match tokio::time::timeout(REPORT_WAIT, read).await {
+        Ok(Ok(_)) => paddock_sandbox::left::read(&bytes)
+            .map_or(LeftRunning::Unreadable, LeftRunning::Counted),
+        _ => LeftRunning::Unreadable,
     }
 }
 
@@ -197,6 +244,16 @@ impl EngineProcess for ChildProcess {
         let status = self.child.wait().await?;
         self.exited = true;
         Ok(status)
+    }
+
+    async fn left_running(&mut self) -> Option<LeftRunning> {
+        let report = self.report.take()?;
+        Some(
+            match tokio::net::unix::pipe::Receiver::from_owned_fd(report) {
+                Ok(pipe) => read_left(pipe).await,
+                Err(_) => LeftRunning::Unreadable,
+            },
+        )
     }
 
     /// SIGTERM to the supervisor or the sandbox helper: each kills the
@@ -288,7 +345,7 @@ mod tests {
             stdin: None,
             protect: Vec::new(),
         };
-        let c = supervisor(std::path::Path::new("/usr/bin/paddock"), &cmd);
+        let c = supervisor(std::path::Path::new("/usr/bin/paddock"), &cmd, Some(7));
         let std = c.as_std();
         assert_eq!(
             (
@@ -303,6 +360,8 @@ mod tests {
                 "/usr/bin/paddock".into(),
                 [
                     "__supervise",
+                    "--report",
+                    "7",
                     "/jobs/j/work",
                     "--",
                     "/opt/engine",
@@ -332,7 +391,7 @@ mod tests {
             stdin: None,
             protect: Vec::new(),
         };
-        let Err(e) = ChildProcess::spawn(supervisor(&helper, &cmd), "supervisor", "j1", &cmd)
+        let Err(e) = ChildProcess::spawn(supervisor(&helper, &cmd, None), "supervisor", "j1", &cmd)
         else {
             panic!("a missing supervisor started");
         };

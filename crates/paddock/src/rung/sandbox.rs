@@ -15,7 +15,9 @@
 //! the answer is taken from the host's last success (probe_cache.rs); a
 //! helper that could not set up clears that record. A
 //! command's launch is told from its set-up's failure by the helper's
-//! "the command runs" pipe ([`EngineProcess::started`]).
+//! "the command runs" pipe ([`EngineProcess::started`]), on which PID 1
+//! then says how many processes the command left running when it exited
+//! ([`EngineProcess::left_running`]).
 
 use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
@@ -379,6 +381,7 @@ impl Rung for SandboxRung {
         Ok(Box::new(SandboxRun {
             helper,
             started: Some(OwnedFd::from(started)),
+            report: None,
             cache: self.probe_cache.clone(),
             job_id: job.job_id.to_string(),
         }))
@@ -411,19 +414,23 @@ const SETUP_WORDS_MAX: u64 = 4 * 1024;
 struct SandboxRun {
     helper: ChildProcess,
     started: Option<OwnedFd>,
+    /// The same pipe once its "the command runs" byte was read: what PID 1
+    /// says after the command exited (`paddock_sandbox::left`).
+    report: Option<tokio::net::unix::pipe::Receiver>,
     cache: Option<ProbeCache>,
     job_id: String,
 }
 
 impl SandboxRun {
-    /// Whether PID 1 said the command runs (false: the pipe closed
+    /// The pipe, when PID 1 said the command runs (none: the pipe closed
     /// unwritten, or could not be read).
-    async fn told_started(pipe: OwnedFd) -> bool {
-        let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe) else {
-            return false;
-        };
+    async fn told_started(pipe: OwnedFd) -> Option<tokio::net::unix::pipe::Receiver> {
+        let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe).ok()?;
         let mut byte = [0u8; 1];
-        matches!(pipe.read(&mut byte).await, Ok(1) if byte[0] == paddock_sandbox::policy::STARTED)
+        match pipe.read(&mut byte).await {
+            Ok(1) if byte[0] == paddock_sandbox::policy::STARTED => Some(pipe),
+            _ => None,
+        }
     }
 
     /// The helper's own words on stderr (nothing of the command ran, so
@@ -455,7 +462,8 @@ impl EngineProcess for SandboxRun {
         let Some(pipe) = self.started.take() else {
             return Ok(());
         };
-        if Self::told_started(pipe).await {
+        if let Some(report) = Self::told_started(pipe).await {
+            self.report = Some(report);
             return Ok(());
         }
         // PID 1 ended before the command ran: its status says why (a
@@ -486,6 +494,18 @@ impl EngineProcess for SandboxRun {
     }
     async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
         self.helper.wait().await
+    }
+    async fn left_running(&mut self) -> Option<super::LeftRunning> {
+        let report = match (self.report.take(), self.started.take()) {
+            (Some(report), _) => Some(report),
+            // Never asked whether the command ran: that byte first.
+            (None, Some(pipe)) => Self::told_started(pipe).await,
+            (None, None) => return None,
+        };
+        Some(match report {
+            Some(report) => super::process::read_left(report).await,
+            None => super::LeftRunning::Unreadable,
+        })
     }
     fn stop(&mut self) {
         self.helper.stop();

@@ -19,7 +19,13 @@
 //! only when no destination was refused or unreached during setup (the
 //! proxy's records settled first, `network::settle`), since a command
 //! that ignores a failed fetch (`npm ci || true`) exits 0 with its output
-//! partial, and every later job would restore that instead of fetching.
+//! partial, and every later job would restore that instead of fetching;
+//! nor when a command left processes running when it exited (its rung
+//! killed them and said how many: `EngineProcess::left_running`; or they
+//! still pointed into the job's directory), since a download or install
+//! in the background (`cmd &`, `nohup`) was cut off halfway. Such a
+//! command is a warning (a non-fatal `error` event), not a failure: a
+//! harmless daemon (a watcher) is common, and the engine starts.
 
 use std::future::Future;
 use std::process::ExitStatus;
@@ -34,7 +40,7 @@ use super::network::{self, Egress};
 use super::{Job, LaunchFailure};
 use crate::engines::CommandSpec;
 use crate::output::Tail;
-use crate::rung::{EngineProcess, Output, RungJob};
+use crate::rung::{EngineProcess, LeftRunning, Output, RungJob};
 
 /// How much of a command's output its `tool_result` keeps: its end.
 const OUTPUT_TAIL: usize = 64 << 10;
@@ -126,6 +132,7 @@ pub(super) async fn run(
     };
     let total = setup.commands.len();
     let mut unmet = Unmet::default();
+    let mut left = Left::default();
     for (i, line) in setup.commands.iter().enumerate() {
         let call_id = format!("setup-{}", i + 1);
         em.emit(EventBody::ToolCall {
@@ -162,10 +169,16 @@ pub(super) async fn run(
             Err(e) => Err(super::launch::command_failed(e, i == 0, Some(&what)).into()),
         };
         // Nothing the command started outlives it.
-        super::teardown::leftovers_gone(em, job.rung.as_ref(), &ws.root, "a setup command ended")
-            .await?;
+        let strays = super::teardown::leftovers_gone(
+            em,
+            job.rung.as_ref(),
+            &ws.root,
+            "a setup command ended",
+        )
+        .await?;
+        left.strays(&what, strays);
         let failure = match result {
-            Ok((ended, output)) => {
+            Ok((ended, output, tree)) => {
                 let (code, failure) = judge(&ended, &what, timeout_secs, &limit);
                 em.emit(EventBody::ToolResult {
                     call_id: Some(call_id),
@@ -174,6 +187,11 @@ pub(super) async fn run(
                     output,
                 })
                 .await?;
+                // Its background work was cut off: said, whatever the
+                // cache.
+                if let (None, Some(said)) = (&failure, left.tree(&what, tree)) {
+                    em.error("paddock", said, false).await?;
+                }
                 failure
             }
             Err(e) => Some(e),
@@ -200,7 +218,7 @@ pub(super) async fn run(
         for rec in &settled.taken {
             unmet.note(rec);
         }
-        let declined = match (unmet.said(), settled.in_time) {
+        let declined = match (left.said().or_else(|| unmet.said()), settled.in_time) {
             (Some(said), _) => Some(said),
             (None, false) => Some(format!(
                 "the egress proxy's connections of setup had not all ended {} s after its last \
@@ -215,6 +233,71 @@ pub(super) async fn run(
         }
     }
     Ok(true)
+}
+
+/// What the setup's commands left running when they exited, killed then
+/// (by their rung: its count, `EngineProcess::left_running`; or as
+/// processes still pointing into the job's directory): a download or an
+/// install in the background (`cmd &`, `nohup`, a double fork) cut off
+/// halfway, whose partial output a store would hand every later job.
+#[derive(Default)]
+struct Left {
+    /// Each command's, as the setup cache's declining names it.
+    said: Vec<String>,
+}
+
+impl Left {
+    /// Notes what the rung said `what` (a command) left of its tree
+    /// (`None`: the rung does not count); the warning event's text when
+    /// it left any, or what the rung said cannot be read.
+    fn tree(&mut self, what: &str, said: Option<LeftRunning>) -> Option<String> {
+        match said? {
+            LeftRunning::Counted(0) => None,
+            LeftRunning::Counted(count) => {
+                self.said.push(format!(
+                    "{what} left {count} process(es) running when it exited"
+                ));
+                Some(format!(
+                    "{what} left {count} process(es) running when it exited; they were killed \
+                     (a setup command's background work ends with it: `wait` for it before the \
+                     command ends)"
+                ))
+            }
+            LeftRunning::Unreadable => {
+                self.said.push(format!(
+                    "what its rung said of the processes {what} left running is no single count"
+                ));
+                Some(format!(
+                    "{what} exited, but what its rung said of the processes it left running is \
+                     no single count (something else wrote there); whatever it left was killed"
+                ))
+            }
+        }
+    }
+
+    /// Notes the `count` processes still pointing into the job's
+    /// directory after `what` ended (`teardown::leftovers_gone`, which
+    /// said so).
+    fn strays(&mut self, what: &str, count: usize) {
+        if count > 0 {
+            self.said.push(format!(
+                "{count} process(es) of the job were still running after {what} ended"
+            ));
+        }
+    }
+
+    /// Why a setup whose commands all exited 0 is not stored, when one
+    /// left processes running.
+    fn said(&self) -> Option<String> {
+        (!self.said.is_empty()).then(|| {
+            format!(
+                "its commands exited 0, but {}: what was left running was killed then, and \
+                 what it was making in the background (a download, an install) may be partial; \
+                 the next job runs the setup again",
+                self.said.join(" and ")
+            )
+        })
+    }
 }
 
 /// The most destinations [`Unmet`] keeps, each once.
@@ -483,14 +566,15 @@ fn exit_code(status: &ExitStatus) -> i64 {
 }
 
 /// Waits for one command (taking in the proxy's records meanwhile) until
-/// it exits or `deadline`; its end and its output's tail.
+/// it exits or `deadline`; its end, its output's tail, and how many
+/// processes of its tree its rung killed when it exited.
 async fn one(
     em: &mut Emitter,
     mut process: Box<dyn EngineProcess>,
     (egress, unmet): (&mut Option<Egress>, &mut Unmet),
     deadline: Instant,
     cancel: &mut (impl Future<Output = ()> + Unpin),
-) -> Result<(Ended, String), SetupStop> {
+) -> Result<(Ended, String, Option<LeftRunning>), SetupStop> {
     let stdout = process.take_stdout().map(|o| tokio::spawn(tail(o)));
     let stderr = process.take_stderr().map(|o| tokio::spawn(tail(o)));
     let ended = loop {
@@ -513,6 +597,10 @@ async fn one(
             }
         }
     };
+    let tree = match ended {
+        Ended::Exited(_) => process.left_running().await,
+        Ended::TimedOut | Ended::Cancelled => None,
+    };
     // What the command left in its group goes with it.
     process.kill();
     let mut output = String::new();
@@ -523,7 +611,7 @@ async fn one(
             _ => task.abort(),
         }
     }
-    Ok((ended, output))
+    Ok((ended, output, tree))
 }
 
 /// Stops a command with its tree; one that does not go in time is killed.
@@ -556,6 +644,65 @@ async fn tail(mut out: Output) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What each command left is noted: a count of none says nothing, a
+    /// rung that does not count says nothing, a count and an unreadable
+    /// report are warned about naming the command, and processes still
+    /// pointing into the job's directory after a command are counted
+    /// too; the declining reason names each, in order. Nothing noted
+    /// declines nothing.
+    #[test]
+    fn what_commands_left_running_is_warned_about_and_declines_the_store() {
+        let mut left = Left::default();
+        let quiet = [
+            left.tree(
+                "setup command 1 of 3 (`true`)",
+                Some(LeftRunning::Counted(0)),
+            ),
+            left.tree("setup command 1 of 3 (`true`)", None),
+        ];
+        left.strays("setup command 1 of 3 (`true`)", 0);
+        let none = left.said();
+        let warned = [
+            left.tree(
+                "setup command 2 of 3 (`a &`)",
+                Some(LeftRunning::Counted(2)),
+            ),
+            left.tree("setup command 3 of 3 (`b`)", Some(LeftRunning::Unreadable)),
+        ];
+        left.strays("setup command 3 of 3 (`b`)", 1);
+        assert_eq!(
+            (quiet, none, warned, left.said()),
+            (
+                [None, None],
+                None,
+                [
+                    Some(
+                        "setup command 2 of 3 (`a &`) left 2 process(es) running when it \
+                         exited; they were killed (a setup command's background work ends with \
+                         it: `wait` for it before the command ends)"
+                            .to_string()
+                    ),
+                    Some(
+                        "setup command 3 of 3 (`b`) exited, but what its rung said of the \
+                         processes it left running is no single count (something else wrote \
+                         there); whatever it left was killed"
+                            .to_string()
+                    ),
+                ],
+                Some(
+                    "its commands exited 0, but setup command 2 of 3 (`a &`) left 2 \
+                     process(es) running when it exited and what its rung said of the \
+                     processes setup command 3 of 3 (`b`) left running is no single count and \
+                     1 process(es) of the job were still running after setup command 3 of 3 \
+                     (`b`) ended: what was left running was killed then, and what it was \
+                     making in the background (a download, an install) may be partial; the \
+                     next job runs the setup again"
+                        .to_string()
+                ),
+            )
+        );
+    }
 
     /// An IPv6 destination is bracketed, so its port reads apart from its
     /// address; a name or an IPv4 address is not.

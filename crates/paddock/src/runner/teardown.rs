@@ -157,13 +157,13 @@ pub(super) async fn tear_down(
 /// ("its engine ended"), what of it it could not remove, and what the
 /// command ran without (the sandbox's caps where this host cannot make
 /// the job's cgroup: an event once per job, not a line in each command's
-/// output).
+/// output); how many processes it killed.
 pub(super) async fn leftovers_gone(
     em: &mut Emitter,
     rung: &dyn Rung,
     root: &Path,
     after: &str,
-) -> Result<(), LaunchFailure> {
+) -> Result<usize, LaunchFailure> {
     let left = rung
         .reap(&Reap {
             job_id: &em.job_id,
@@ -199,7 +199,7 @@ pub(super) async fn leftovers_gone(
         )
         .await?;
     }
-    Ok(())
+    Ok(left.killed)
 }
 
 /// The stderr copy's end: it finishes once the engine's stderr closes, or

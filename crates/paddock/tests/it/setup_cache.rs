@@ -809,3 +809,114 @@ async fn a_hosts_tool_directory_that_is_not_there_stops_the_run_naming_it() {
         "{stderr}"
     );
 }
+
+/// A setup command whose background work (a download, an install: here
+/// a subshell that wrote `partial` and sleeps) was still running when it
+/// exited 0 is warned about, naming it and how many processes its rung
+/// killed then, and what the setup made is not stored (the declining
+/// reason says why), so the next job runs the commands again, where the
+/// partial output was stored and restored forever after. The count
+/// comes from the rung's supervisor or the sandbox's PID 1 on a pipe the
+/// command never holds: a command that writes a report of none to every
+/// descriptor it can reach (its own, its parent's through `/proc`),
+/// prints one, and closes the descriptors it inherited is counted all the
+/// same; run as root on the `process` rung, where it can open its
+/// supervisor's descriptors, what it wrote beside the supervisor's count
+/// makes that count unreadable, which declines the store as well.
+async fn background_work_cut_off_is_not_stored_on(rung: &str) {
+    let home = Home::new();
+    let cut_off = "mkdir -p deps; (echo partial > deps/out; exec sleep 30) & sleep 0.5";
+    let forger = "none='L\\000\\000\\000\\000\\000\\000\\000\\000'; \
+         for f in /proc/$PPID/fd/* /proc/self/fd/*; do printf \"$none\" 2>/dev/null > \"$f\"; done; \
+         printf \"$none\"; echo 'left 0 process(es)'; \
+         exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; (exec sleep 30) & sleep 0.2";
+    let spec = spec_running(&home, rung, "true", &[cut_off, forger], "");
+    let left = |i: usize, line: &str| {
+        format!("setup command {i} of 2 (`{line}`) left 1 process(es) running when it exited")
+    };
+    let warned = |i: usize, line: &str| {
+        format!(
+            "{}; they were killed (a setup command's background work ends with it: `wait` for \
+             it before the command ends)",
+            left(i, line)
+        )
+    };
+    // The forger's: counted, or (root on the `process` rung) unreadable.
+    let forged = if rung == "process" && nix::unistd::geteuid().is_root() {
+        (
+            format!(
+                "what its rung said of the processes setup command 2 of 2 (`{forger}`) left \
+                 running is no single count"
+            ),
+            format!(
+                "setup command 2 of 2 (`{forger}`) exited, but what its rung said of the \
+                 processes it left running is no single count (something else wrote there); \
+                 whatever it left was killed"
+            ),
+        )
+    } else {
+        (left(2, forger), warned(2, forger))
+    };
+    for attempt in ["first", "second"] {
+        let (rec, _) = run_kept_script_job(&home, &spec).await;
+        let events = home.store().await.events(&rec.id, 0).await.unwrap();
+        let cache = setup_cache_statuses(&events);
+        let key = cache
+            .first()
+            .map(|d| setup_cache_key(d))
+            .unwrap_or_default();
+        let warnings: Vec<String> = events
+            .iter()
+            .filter_map(|e| match &e.body {
+                EventBody::Error {
+                    message,
+                    source,
+                    fatal: false,
+                } if message.starts_with("setup command") => {
+                    Some(format!("{}: {message}", source.as_deref().unwrap_or("")))
+                }
+                _ => None,
+            })
+            .collect();
+        let commands_run = events
+            .iter()
+            .filter(|e| matches!(&e.body, EventBody::ToolCall { tool, .. } if tool == "setup"))
+            .count();
+        assert_eq!(
+            (cache, warnings, commands_run),
+            (
+                vec![
+                    format!("not in the setup cache (key {key}); the setup commands run"),
+                    format!(
+                        "not stored in the setup cache (key {key}): its commands exited 0, but \
+                         {} and {}: what was left running was killed then, and what it was \
+                         making in the background (a download, an install) may be partial; the \
+                         next job runs the setup again",
+                        left(1, cut_off),
+                        forged.0
+                    ),
+                ],
+                vec![
+                    format!("paddock: {}", warned(1, cut_off)),
+                    format!("paddock: {}", forged.1),
+                ],
+                2
+            ),
+            "{rung}, {attempt} job"
+        );
+        std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn background_work_cut_off_is_not_stored_on_the_process_rung() {
+    background_work_cut_off_is_not_stored_on("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn background_work_cut_off_is_not_stored_in_the_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    background_work_cut_off_is_not_stored_on("sandbox").await;
+}
