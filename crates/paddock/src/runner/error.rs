@@ -1,6 +1,7 @@
 //! The runner's errors, one enum per phase that can fail outside a job's
-//! own record: [`AdmitError`] (the spec cannot run: nothing exists yet)
-//! and [`RunError`] (the job could not be recorded to its end). A job that
+//! own record: [`AdmitError`] (the spec cannot run: nothing exists yet),
+//! [`NotHere`] (this host cannot run an admitted job another might) and
+//! [`RunError`] (the job could not be recorded to its end). A job that
 //! fails once it exists is not an error here: it ends `failed` with its
 //! reason. Each error has a stable [`ErrorCode`], which the CLI maps to
 //! its exit code and a server to an HTTP status.
@@ -111,6 +112,23 @@ impl AdmitError {
             _ => ErrorCode::BadInput,
         }
     }
+}
+
+/// Why this host cannot run an admitted job that another host might
+/// (`Runner::runs_here`): what of the job depends on the host that runs
+/// it. A server asks it of a job it claimed, before anything of the job
+/// starts, and passes a job it refuses over to the fleet's other servers
+/// (`server::queue`); each says what to fix on this host.
+#[derive(Debug, thiserror::Error)]
+pub enum NotHere {
+    /// The engine's binary cannot be resolved here (`engine_bin.rs`).
+    #[error("{0}")]
+    Engine(Box<super::engine_bin::Unresolved>),
+    /// On the `sandbox` rung, the sandbox here would refuse one of the
+    /// job's paths (`sandbox_view.rs`: the engine's directories, the jobs
+    /// directory, the hook's).
+    #[error("{0}")]
+    SandboxView(Box<super::sandbox_view::Unbindable>),
 }
 
 /// Why a started job could not run to a final record.

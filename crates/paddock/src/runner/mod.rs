@@ -53,7 +53,7 @@ pub use self::admit::{Admitted, Shaped};
 use self::emit::Emitter;
 pub use self::emit::{JobUpdate, Observer};
 pub use self::engine_bin::{engine_path, resolve_engine, Unresolved};
-pub use self::error::{AdmitError, ErrorCode, RunError};
+pub use self::error::{AdmitError, ErrorCode, NotHere, RunError};
 pub use self::next_attempt::AfterError;
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
 use crate::broker::PriceTable;
@@ -236,7 +236,7 @@ impl Runner {
     /// callers whose job runs on the host that admits it (`paddock run`, a
     /// server's turn), after [`Runner::admit`], as [`Runner::engine_here`];
     /// not a server's submission, whose job any server of a fleet may claim
-    /// and run, where provisioning fails it naming that host.
+    /// and run: the claiming server asks [`Runner::runs_here`].
     pub fn view_here(&self, admitted: &Admitted) -> Result<(), AdmitError> {
         if admitted.spec().isolation != paddock_protocol::Isolation::Sandbox {
             return Ok(());
@@ -246,13 +246,35 @@ impl Runner {
             .map_err(AdmitError::SandboxView)
     }
 
+    /// Refuses `admitted` when this host cannot run it though another
+    /// host might: its engine's binary is not found here
+    /// ([`Runner::engine_here`]'s rules), or on the `sandbox` rung its
+    /// sandbox here would refuse one of its paths ([`Runner::view_here`]'s).
+    /// A server asks it of a queued job it claimed, before anything of the
+    /// job starts, and passes a job it refuses over to the fleet's other
+    /// servers (`server::queue`).
+    pub fn runs_here(&self, admitted: &Admitted) -> Result<(), NotHere> {
+        resolve_engine(
+            admitted.spec(),
+            self.config.host_path.as_deref(),
+            &self.config.cwd,
+        )
+        .map_err(|e| NotHere::Engine(Box::new(e)))?;
+        if admitted.spec().isolation != paddock_protocol::Isolation::Sandbox {
+            return Ok(());
+        }
+        let profiled = admitted.shaped.policy.is_some();
+        sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)
+            .map_err(NotHere::SandboxView)
+    }
+
     /// Refuses `spec` when its engine's binary cannot be resolved on this
     /// host (`engine.binary` naming no executable, or the engine not on
     /// PATH), with the rules provisioning resolves it by. For the callers
     /// whose job runs on the host that admits it (`paddock run`, a
     /// server's turn), before [`Runner::admit`]; not a server's
-    /// submission, whose job any server of a fleet may claim and run,
-    /// where provisioning fails it.
+    /// submission, whose job any server of a fleet may claim and run: the
+    /// claiming server asks [`Runner::runs_here`].
     pub fn engine_here(&self, spec: &JobSpec) -> Result<(), AdmitError> {
         resolve_engine(spec, self.config.host_path.as_deref(), &self.config.cwd)
             .map(drop)

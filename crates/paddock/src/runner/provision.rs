@@ -151,9 +151,14 @@ pub(super) async fn provision(
     let adapter = engines::adapter(spec.engine.kind);
     // What of the job depends on the host that runs it: its engine's
     // binary, and on the `sandbox` rung the paths its view binds. Checked
-    // at admission where the job runs on the host that admitted it; here
-    // again, since the binary may have gone since, or a fleet's other
-    // server admitted it: the failure names this host, where a user
+    // at admission where the job runs on the host that admitted it, and
+    // by a server when it claims a queued job (`Runner::runs_here`: one
+    // that fails is passed over to the fleet's other servers, never
+    // started). Here again only for what changed since (the binary
+    // removed between the check and now): the job has begun here (its
+    // provisioning events are written, its host slot held), and a job
+    // handed back to the queue from here would carry a half-written
+    // record, so it fails. The failure names this host, where a user
     // reading the record from anywhere looks for what to fix.
     let here = |e: &dyn std::fmt::Display| {
         let me = &job.config.liveness.owner;

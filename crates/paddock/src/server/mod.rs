@@ -60,7 +60,7 @@ pub use self::health::Readiness;
 pub use self::jobs::JobPage;
 pub use self::openapi::document as openapi_document;
 pub use self::problem::{Problem, PROBLEM_JSON};
-pub use self::queue::{passed_over_reason, Queue, CANCELLED_QUEUED};
+pub use self::queue::{passed_over_reason, PassOver, Queue, CANCELLED_QUEUED};
 pub use self::state::AppState;
 pub use self::turns::JOB_ID_HEADER;
 use crate::api_token::Scope;

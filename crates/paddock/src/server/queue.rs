@@ -7,7 +7,11 @@
 //! ticket) while fewer than `max_concurrent_jobs` run, and starts each on
 //! the runner as a claimed job. A job admitted by this process runs as it
 //! was admitted; one found queued after a restart is admitted again from
-//! its stored spec under its own id. Cancelling a queued job is a
+//! its stored spec under its own id. A claimed job this server may not
+//! run (its `[serve] allow_*`) or cannot (`Runner::runs_here`: its
+//! engine's binary is not found here, or its sandbox here cannot bind its
+//! paths) is passed over before anything of it starts: back in the queue
+//! with the reason, for a server that may and can. Cancelling a queued job is a
 //! compare-and-set to `cancelled`; a running one is signalled through its
 //! runner's cancel future, or, when another process runs it (another
 //! server on the store), the cancel is recorded in the store for its
@@ -38,7 +42,7 @@ use super::slots::{SlotError, Slots};
 use super::submissions::{SubmissionError, Submissions};
 use super::webhooks::Webhooks;
 use crate::reaper::Lease;
-use crate::runner::{AdmitError, Admitted, AfterError, JobHandle, Runner};
+use crate::runner::{AdmitError, Admitted, AfterError, JobHandle, NotHere, Runner};
 use crate::store::{Owner, SharedStore, StoreError};
 use crate::workspace::inline_source;
 
@@ -131,23 +135,51 @@ fn cancelled_unrun_event() -> EventBody {
     }
 }
 
-/// Why a job this process did not admit cannot start here.
+/// Why a claimed job cannot start here.
 #[derive(Debug)]
 enum Readmit {
-    /// This server may not run it (`[serve] allow_*`): it goes back to
-    /// the queue.
-    Refused(SubmissionError),
+    /// This server may not or cannot run it, where another may: it goes
+    /// back to the queue.
+    Refused(PassOver),
     /// It cannot run anywhere (its spec unreadable, its admission
     /// failed): it fails.
     Failed(String),
 }
 
+/// Why a server passes a job it claimed over to the fleet's other
+/// servers, back to the queue.
+#[derive(Debug)]
+pub enum PassOver {
+    /// Its settings do not let it run the spec (`[serve] allow_*`).
+    MayNot(SubmissionError),
+    /// Its host cannot run the job (`Runner::runs_here`: the engine's
+    /// binary is not found here, or its sandbox here cannot bind the job's
+    /// paths).
+    Cannot(NotHere),
+}
+
+impl From<SubmissionError> for PassOver {
+    fn from(refused: SubmissionError) -> PassOver {
+        PassOver::MayNot(refused)
+    }
+}
+
+impl From<NotHere> for PassOver {
+    fn from(cannot: NotHere) -> PassOver {
+        PassOver::Cannot(cannot)
+    }
+}
+
 /// The reason a queued job carries once server `me` passed it over for
-/// `refused`.
-pub fn passed_over_reason(id: &str, me: &Owner, refused: &SubmissionError) -> String {
+/// `why`.
+pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
+    let (not, can, why): (&str, &str, &dyn std::fmt::Display) = match why {
+        PassOver::MayNot(refused) => ("may not", "may", refused),
+        PassOver::Cannot(cannot) => ("cannot", "can", cannot),
+    };
     format!(
-        "not run by host {} (jobs directory {}), which may not run job {id}: {refused}; it stays \
-         queued for a server that may",
+        "not run by host {} (jobs directory {}), which {not} run job {id}: {why}; it stays \
+         queued for a server that {can}",
         me.name, me.host
     )
 }
@@ -183,8 +215,9 @@ pub struct Queue {
     /// What a spec may name on this host: checked again when this server
     /// claims a job another server (or an earlier process) admitted.
     submissions: Submissions,
-    /// Queued jobs this server may not run (`submissions`), passed over
-    /// by its claims; pruned once they leave the queue.
+    /// Queued jobs this server may not run (`submissions`) or cannot
+    /// (`Runner::runs_here`), passed over by its claims; pruned once they
+    /// leave the queue.
     refused: Mutex<HashSet<String>>,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
@@ -541,61 +574,83 @@ impl Queue {
         };
         let pending = locked(&self.pending).remove(&id);
         let admitted = match pending {
-            Some(a) => a,
-            None => match self.readmit(&record).await {
-                Ok(a) => a,
-                Err(Readmit::Refused(e)) => {
-                    // From here a cancel goes through the store, where
-                    // putting the job back finds it; one that came to the
-                    // slot meanwhile (answered `stopping`) is recorded
-                    // there too, so the job ends `cancelled`, not queued.
-                    self.slots.release(&id);
-                    // Given up before the job is queued again, so that
-                    // the server that claims it next finds no lease file;
-                    // its claim renewed first, so that a reaper pass in
-                    // between (re-admitting may have taken longer than
-                    // the TTL) finds a fresh claim, not a dead server's
-                    // with no lease, and leaves it alone (`crate::reaper`
-                    // looks again once it holds the lease).
-                    let me = &self.runner.config().liveness.owner;
-                    if let Err(e) = self
-                        .store
-                        .heartbeat(&id, &me.host, OffsetDateTime::now_utc())
-                        .await
-                    {
-                        tracing::warn!("serve: job {id}: cannot renew its claim: {e}");
-                    }
-                    release_lease(&id, &lease);
-                    let mut cancelled = cancelled;
-                    if cancelled.try_recv().is_ok() {
-                        if let Err(err) = self
-                            .store
-                            .request_cancel(&id, &me.name, OffsetDateTime::now_utc())
-                            .await
-                        {
-                            tracing::warn!("serve: job {id}: cannot record its cancel: {err}");
-                        }
-                    }
-                    self.pass_over(record, &e).await;
-                    return;
-                }
-                Err(Readmit::Failed(reason)) => {
-                    self.fail_claimed(
-                        record,
-                        format!("admitted again after a restart, it failed: {reason}"),
-                    )
-                    .await;
-                    release_lease(&id, &lease);
-                    self.slots.release(&id);
-                    self.wake.notify_one();
-                    return;
-                }
-            },
+            Some(a) => Ok(a),
+            None => self.readmit(&record).await,
+        };
+        // What of the job depends on this host, checked before anything
+        // of it starts, whoever admitted it: a server whose submission
+        // accepted it does not check them (another server may claim it).
+        let admitted = admitted.and_then(|a| match self.runner.runs_here(&a) {
+            Ok(()) => Ok(a),
+            Err(e) => Err(Readmit::Refused(e.into())),
+        });
+        let admitted = match admitted {
+            Ok(a) => a,
+            Err(Readmit::Refused(why)) => {
+                self.give_back(record, lease, cancelled, &why).await;
+                return;
+            }
+            Err(Readmit::Failed(reason)) => {
+                self.fail_claimed(
+                    record,
+                    format!("admitted again after a restart, it failed: {reason}"),
+                )
+                .await;
+                release_lease(&id, &lease);
+                self.slots.release(&id);
+                self.wake.notify_one();
+                return;
+            }
         };
         let handle = self
             .runner
             .start_claimed(admitted, lease, cancel_future(cancelled));
         self.watch(handle, None);
+    }
+
+    /// Puts claimed job `record`, which this server will not run (`why`),
+    /// back in the queue for another server: its slot freed, its claim
+    /// renewed, its `lease` given up, a cancel that reached its slot
+    /// (`cancelled`) recorded in the store, then [`Queue::pass_over`].
+    async fn give_back(
+        &self,
+        record: JobRecord,
+        lease: Lease,
+        cancelled: oneshot::Receiver<()>,
+        why: &PassOver,
+    ) {
+        let id = record.id.clone();
+        // From here a cancel goes through the store, where putting the
+        // job back finds it; one that came to the slot meanwhile
+        // (answered `stopping`) is recorded there too, so the job ends
+        // `cancelled`, not queued.
+        self.slots.release(&id);
+        // Given up before the job is queued again, so that the server
+        // that claims it next finds no lease file; its claim renewed
+        // first, so that a reaper pass in between (re-admitting may have
+        // taken longer than the TTL) finds a fresh claim, not a dead
+        // server's with no lease, and leaves it alone (`crate::reaper`
+        // looks again once it holds the lease).
+        let me = &self.runner.config().liveness.owner;
+        if let Err(e) = self
+            .store
+            .heartbeat(&id, &me.host, OffsetDateTime::now_utc())
+            .await
+        {
+            tracing::warn!("serve: job {id}: cannot renew its claim: {e}");
+        }
+        release_lease(&id, &lease);
+        let mut cancelled = cancelled;
+        if cancelled.try_recv().is_ok() {
+            if let Err(err) = self
+                .store
+                .request_cancel(&id, &me.name, OffsetDateTime::now_utc())
+                .await
+            {
+                tracing::warn!("serve: job {id}: cannot record its cancel: {err}");
+            }
+        }
+        self.pass_over(record, why).await;
     }
 
     /// Follows a started job: its live events into the hub; at its end its
@@ -649,7 +704,7 @@ impl Queue {
             JobSpec::from_stored(&text, Path::new("<stored spec>")).map_err(|e| failed(&e))?;
         self.submissions
             .check(&spec, None)
-            .map_err(Readmit::Refused)?;
+            .map_err(|e| Readmit::Refused(e.into()))?;
         let mut admitted = self.runner.admit(&spec).await.map_err(|e| failed(&e))?;
         // The next attempt after a prior job follows it again: its session
         // and branch read now, on this host.
@@ -667,18 +722,19 @@ impl Queue {
         Ok(admitted)
     }
 
-    /// A claimed job this server may not run (`refused`): back in the
-    /// queue, passed over by this server's claims from now on, the reason
+    /// A claimed job this server may not or cannot run (`why`): back in
+    /// the queue, passed over by this server's claims from now on (until
+    /// it restarts: an engine installed since is seen then), the reason
     /// on its record for `paddock show` and the API until a server that
     /// may run it claims it. One a cancel was asked of meanwhile ends
     /// `cancelled`, as a queued job's cancel does. One that is no longer
     /// this server's (a reaper found its claim dead and reclaimed it, or
     /// it ended) is left as it is: before, any refused unclaim was taken
     /// for a cancel and the job's record overwritten `cancelled`.
-    async fn pass_over(&self, mut record: JobRecord, refused: &SubmissionError) {
+    async fn pass_over(&self, mut record: JobRecord, why: &PassOver) {
         let me = &self.runner.config().liveness.owner;
         let id = record.id.clone();
-        let reason = passed_over_reason(&id, me, refused);
+        let reason = passed_over_reason(&id, me, why);
         locked(&self.refused).insert(id.clone());
         match self.store.unclaim_job(&id, &me.host, &reason).await {
             Ok(true) => tracing::warn!("serve: {reason}"),

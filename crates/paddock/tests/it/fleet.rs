@@ -13,7 +13,9 @@
 //! nothing more, and its peer runs what it left queued; a claim whose
 //! server died on another host before the job started is run once by the
 //! live server (PostgreSQL); a job the accepting server's sandbox could
-//! not bind runs on the server whose sandbox can.
+//! not bind runs on the server whose sandbox can; a job whose engine a
+//! claiming server does not have is passed over by it and run by the
+//! server that has it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -34,8 +36,8 @@ use super::hosts::{
     backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job, Shared,
 };
 use super::serve::{assert_one_signed_delivery, body, hook_receiver, is_final, spec, Server, TURN};
-use paddock::server::passed_over_reason;
 use paddock::server::submissions::SubmissionError;
+use paddock::server::{passed_over_reason, PassOver};
 use paddock_test_support::prelude::*;
 
 /// Both homes renew every second and take 3 s without a renewal for dead.
@@ -859,7 +861,10 @@ async fn a_job_its_claimer_may_not_run_stays_queued_for_a_server_that_may() {
             host: b_host.clone(),
             name: b_name.clone(),
         };
-        assert_eq!(passed_over_reason(&id, &owner, &refused), want);
+        assert_eq!(
+            passed_over_reason(&id, &owner, &PassOver::from(refused)),
+            want
+        );
         assert_eq!(
             (rec.status, rec.reason.clone()),
             (JobStatus::Queued, Some(want.clone())),
@@ -975,6 +980,96 @@ async fn a_job_the_accepting_servers_sandbox_cannot_bind_runs_on_the_server_that
             srv_a.stderr(),
             srv_b.stderr()
         );
+        drop((srv_a, srv_b));
+    }
+}
+
+/// A job whose engine one server of the fleet has and another has not
+/// (`engine.binary` a bare name, found on B's PATH, not on A's) runs on
+/// the server that has it. A claims it first (B not yet started) and
+/// passes it over before anything of it starts: `queued`, no owner, no
+/// event, its reason naming A and the engine not found, which `paddock
+/// show` gives; B, started then, claims it and runs it to `done`, its
+/// reason gone. Before, A failed it at provisioning ("host A … cannot run
+/// the job: …"), though B would have run it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_engine_its_claimer_has_not_runs_on_the_server_that_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        hosts_config(&a, HOSTS);
+        hosts_config(&b, HOSTS);
+        let mut job = spec(&a, "T-E", TURN);
+        let stand_in = std::path::PathBuf::from(job["engine"]["binary"].as_str().unwrap());
+        let b_bin = b.path().join("bin");
+        std::fs::create_dir_all(&b_bin).unwrap();
+        let name = format!("paddock-codex-{}", std::process::id());
+        std::fs::copy(&stand_in, b_bin.join(&name)).unwrap();
+        job["engine"]["binary"] = Value::from(name.as_str());
+        let path = std::env::var("PATH").unwrap();
+        let b_path = format!("{}:{path}", b_bin.display());
+        let srv_a = Server::start_env(&a, &[], &[("PADDOCK_DB", &db.db())]).await;
+        let id = srv_a.submit_ok(&job, 0).await;
+        let mut passed = srv_a.job(&id).await;
+        for _ in 0..600 {
+            if passed.reason.is_some() || is_final(passed.status) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            passed = srv_a.job(&id).await;
+        }
+        let store = db.open().await;
+        let owner = store.job_owner(&id).await.unwrap();
+        let events = store.events(&id, 0).await.unwrap();
+        let shown = a
+            .paddock(&["show", "--json", &id], &[("PADDOCK_DB", &db.db())])
+            .await;
+        let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let (a_host, a_name) = host_of(&a);
+        let want = format!(
+            "not run by host {a_name} (jobs directory {a_host}), which cannot run job {id}: \
+             engine codex: engine.binary `{name}` was not found on PATH (add its directory to \
+             PATH, or set engine.binary to the executable's path); it stays queued for a server \
+             that can"
+        );
+        assert_eq!(
+            (
+                (passed.status, passed.reason.clone()),
+                owner,
+                events,
+                (
+                    shown["record"]["status"].clone(),
+                    shown["record"]["reason"].clone()
+                ),
+            ),
+            (
+                (JobStatus::Queued, Some(want.clone())),
+                None,
+                Vec::new(),
+                (Value::from("queued"), Value::from(want.as_str())),
+            ),
+            "{}",
+            srv_a.stderr()
+        );
+        let srv_b = Server::start_env(
+            &b,
+            &["--allow-path", &a.path().display().to_string()],
+            &[("PADDOCK_DB", &db.db()), ("PATH", b_path.as_str())],
+        )
+        .await;
+        let ran = srv_b.wait_for(&id, is_final).await;
+        assert_eq!(
+            (
+                ran.status,
+                ran.reason.clone(),
+                store.job_owner(&id).await.unwrap().map(|o| o.host),
+            ),
+            (JobStatus::Done, None, Some(host_of(&b).0)),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_b.stderr()
+        );
+        nothing_lost(&store, &ran).await;
         drop((srv_a, srv_b));
     }
 }

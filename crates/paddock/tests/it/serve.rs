@@ -578,14 +578,17 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
 /// accepted at submission (202: any server of a fleet may claim it, with
 /// its own engines and jobs directory, as for an engine not found:
 /// `Runner::view_here` is not asked there), and the server that claims it
-/// fails it before provisioning, naming itself and the CLI's words (but
-/// for the spec's file, which only the CLI knows) in its reason and an
-/// `error` event, nothing of its workspace made; a turn, which runs on the
-/// server that takes it, is refused 422 `bad_input` with the CLI's
-/// message, nothing recorded. Before, the submission was refused for what
-/// the submitting server's view would refuse, whichever server ran it.
+/// passes it over before anything of it starts (`Runner::runs_here`):
+/// it stays `queued`, no owner, its reason naming this host and the CLI's
+/// words (but for the spec's file, which only the CLI knows), shown by
+/// `GET /v1/jobs/{id}` and `paddock show`, no event, nothing of its
+/// workspace made, and a cancel ends it `cancelled`; a turn, which runs
+/// on the server that takes it, is refused 422 `bad_input` with the CLI's
+/// message, nothing recorded. Before, the claiming server failed the job
+/// at provisioning, though a server of the fleet that could bind it would
+/// have run it.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_job_whose_engine_the_sandbox_cannot_bind_here_is_failed_by_the_server_that_claims_it() {
+async fn a_job_whose_engine_the_sandbox_cannot_bind_here_stays_queued_for_a_server_that_can() {
     if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
@@ -632,26 +635,43 @@ async fn a_job_whose_engine_the_sandbox_cannot_bind_here_is_failed_by_the_server
     let turned = (turned.status().as_u16(), body::<Value>(turned).await);
     let recorded_by_turn = home.store().await.jobs(10).await.unwrap();
     let queued = server.submit_ok(&job, 0).await;
-    let failed = server.wait_for(&queued, is_final).await;
-    let errors: Vec<(String, bool)> = stored_events(&home, &queued)
-        .await
-        .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error { message, fatal, .. } => Some((message, fatal)),
-            _ => None,
-        })
-        .collect();
+    let mut passed = server.job(&queued).await;
+    for _ in 0..600 {
+        if passed.reason.is_some() || is_final(passed.status) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        passed = server.job(&queued).await;
+    }
+    let events = stored_events(&home, &queued).await;
+    let owner = home.store().await.job_owner(&queued).await.unwrap();
+    let shown = home.paddock(&["show", "--json", &queued], &[]).await;
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let shown = (
+        shown["record"]["status"].clone(),
+        shown["record"]["reason"].clone(),
+    );
+    let cancelled = server.cancel(&queued).await;
+    let cancelled = (
+        cancelled.status().as_u16(),
+        body::<JobRecord>(cancelled).await.status,
+    );
     let (host, name) = crate::hosts::host_of(&home);
-    let here = format!("host {name} (jobs directory {host}) cannot run the job: {said}");
+    let reason = format!(
+        "not run by host {name} (jobs directory {host}), which cannot run job {queued}: {said}; \
+         it stays queued for a server that can"
+    );
     assert_eq!(
         (
             cli.status.code(),
             turned,
             recorded_by_turn,
-            failed.status,
-            failed.reason,
-            errors,
+            (passed.status, passed.reason),
+            owner,
+            events,
+            shown,
             home.leftover_workspaces(),
+            cancelled,
         ),
         (
             Some(2),
@@ -666,10 +686,12 @@ async fn a_job_whose_engine_the_sandbox_cannot_bind_here_is_failed_by_the_server
                 })
             ),
             vec![],
-            JobStatus::Failed,
-            Some(here.clone()),
-            vec![(here, true)],
+            (JobStatus::Queued, Some(reason.clone())),
+            None,
+            vec![],
+            (Value::from("queued"), Value::from(reason)),
             Vec::<String>::new(),
+            (202, JobStatus::Cancelled),
         ),
         "{}",
         server.stderr()

@@ -147,7 +147,7 @@ async fn a_reaper_pass_while_a_claimed_job_is_passed_over_leaves_it_queued() {
         Duration::from_millis(800),
     );
     let spec = host.spec();
-    let refused = queue.submissions.check(&spec, None).unwrap_err();
+    let refused = PassOver::from(queue.submissions.check(&spec, None).unwrap_err());
     let id = host.enqueue(&queue.runner, &spec).await.id;
     let scheduler = tokio::spawn(Arc::clone(&queue).run());
     let mut record = None;
@@ -232,7 +232,7 @@ async fn a_passed_over_job_that_is_no_longer_ours_is_left_as_it_is() {
         false,
         Duration::ZERO,
     );
-    let refused = queue.submissions.check(&host.spec(), None).unwrap_err();
+    let refused = PassOver::from(queue.submissions.check(&host.spec(), None).unwrap_err());
     let me = host.liveness().owner;
     let other = Owner {
         host: "another-jobs-directory".into(),
@@ -291,5 +291,76 @@ async fn a_passed_over_job_that_is_no_longer_ours_is_left_as_it_is() {
                 }]
             ),
         ]
+    );
+}
+
+/// A claimed job whose engine's binary this host cannot find
+/// (`engine.binary` naming no file here) is passed over before anything
+/// of it starts, whether this server admitted it (a submission, whose
+/// admission does not ask: another server may claim it) or not (found
+/// queued, admitted again): both stay `queued`, no owner, their reason
+/// naming this host and the cause, no event and nothing of their
+/// workspace made, and a cancel ends each `cancelled`. Before, each was
+/// claimed, started and failed at provisioning, though a server with the
+/// engine would have run it.
+#[tokio::test]
+async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
+    let host = Host::new().await;
+    let (queue, _) = queue(&host, ReapStep::InsertOwned, host.liveness().ttl);
+    let mut spec = host.spec();
+    let gone = host.root().join("bin/gone");
+    spec.engine.binary = Some(gone.clone());
+    let submitted = queue.submit(&spec, 0, None).await.unwrap().id;
+    let found = host.enqueue(&queue.runner, &spec).await.id;
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let mut passed = Vec::new();
+    for id in [&submitted, &found] {
+        for _ in 0..600 {
+            let now = host.store.job(id).await.unwrap().unwrap();
+            if now.status != JobStatus::Running && now.reason.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let record = host.store.job(id).await.unwrap().unwrap();
+        let owner = host.store.job_owner(id).await.unwrap();
+        let events = host.store.events(id, 0).await.unwrap().len();
+        passed.push((record.status, record.reason, owner, events));
+    }
+    let left = host.left();
+    let mut cancelled = Vec::new();
+    for id in [&submitted, &found] {
+        let Cancel::Dequeued(record) = queue.cancel(id).await.unwrap() else {
+            panic!("job {id} was not dequeued");
+        };
+        cancelled.push((record.status, record.reason));
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let me = host.liveness().owner;
+    let reason = |id: &str| {
+        format!(
+            "not run by host {} (jobs directory {}), which cannot run job {id}: engine codex: \
+             engine.binary {} does not exist or is not executable (set engine.binary to the \
+             engine's executable, or remove it to run `codex` from PATH); it stays queued for a \
+             server that can",
+            me.name,
+            me.host,
+            gone.display()
+        )
+    };
+    assert_eq!(
+        (passed, left, cancelled),
+        (
+            vec![
+                (JobStatus::Queued, Some(reason(&submitted)), None, 0),
+                (JobStatus::Queued, Some(reason(&found)), None, 0),
+            ],
+            Vec::<String>::new(),
+            vec![
+                (JobStatus::Cancelled, Some(CANCELLED_QUEUED.to_owned())),
+                (JobStatus::Cancelled, Some(CANCELLED_QUEUED.to_owned())),
+            ],
+        )
     );
 }
