@@ -8,13 +8,17 @@
 //! `paddock`, through the parent-death signal), it kills its whole subtree
 //! with SIGKILL, round after round until none is left, reaps everything,
 //! and exits as the engine did (the same code, or the same signal). Told
-//! `--report FD` (a pipe the runner handed it), it writes there, once the
+//! `--report-stdin`, its stdin is the write end of the runner's report
+//! pipe (stdin, so that the supervisor is still spawned, not forked: a
+//! descriptor of any other number needs a `pre_exec` hook, which makes
+//! the standard library fork Paddock): it takes it (close-on-exec) and
+//! gives the engine `/dev/null` instead, and writes there, once the
 //! engine exited by itself, how many processes of the engine's tree were
 //! still running and were killed (`paddock_sandbox::left`): the engine's
 //! own exit is not counted, a process it left (its own session, a double
-//! fork, `nohup`) is. The descriptor is close-on-exec from the start, so
-//! the engine never holds it, and the supervisor is not dumpable, so the
-//! engine cannot open it through `/proc`. It
+//! fork, `nohup`) is. The engine never holds it, and the supervisor is
+//! not dumpable, so the engine cannot open it through `/proc` (unless it
+//! runs as root). It
 //! changes to the engine's directory `DIR` itself: a child given a
 //! directory of its own is forked by the standard library in the static
 //! build (its glibc's `posix_spawn_file_actions_addchdir_np` is not found),
@@ -45,15 +49,15 @@ const FAILED: i32 = 70;
 /// Rounds of killing: a process may fork while its tree is being killed.
 const KILL_ROUNDS: usize = 50;
 
-/// The option before `DIR` naming the report pipe's descriptor.
-pub const REPORT_ARG: &str = "--report";
+/// The option before `DIR` saying stdin is the report pipe.
+pub const REPORT_ARG: &str = "--report-stdin";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuperviseError {
-    #[error("usage: paddock {SUPERVISE_ARG} [{REPORT_ARG} FD] DIR -- PROGRAM [ARGS...]")]
+    #[error("usage: paddock {SUPERVISE_ARG} [{REPORT_ARG}] DIR -- PROGRAM [ARGS...]")]
     Usage,
-    #[error("take the report descriptor {0}: not an open descriptor above stderr")]
-    Report(String),
+    #[error("take the report pipe from stdin: {0}")]
+    Report(std::io::Error),
     #[error("change to the engine's directory {}: {source}", dir.display())]
     Chdir {
         dir: PathBuf,
@@ -89,17 +93,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
 
 fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
     let (report, args) = match args.as_slice() {
-        [flag, fd, rest @ ..] if flag == REPORT_ARG => {
-            // Taken first, close-on-exec: the engine never inherits it.
-            let taken = fd
-                .to_str()
-                .and_then(|n| n.parse().ok())
-                .and_then(paddock_sandbox::pass_fd::take);
-            match taken {
-                Some(fd) => (Some(fd), rest),
-                None => return Err(SuperviseError::Report(fd.to_string_lossy().into_owned())),
-            }
-        }
+        [flag, rest @ ..] if flag == REPORT_ARG => (Some(take_report()?), rest),
         all => (None, all),
     };
     let (dir, argv) = match args {
@@ -174,6 +168,21 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
         let _ = nix::unistd::write(&report, &paddock_sandbox::left::report(count));
     }
     Ok(exit_like(ended))
+}
+
+/// The report pipe on stdin, taken first: a copy above stderr,
+/// close-on-exec, and `/dev/null` as stdin in its place, so the engine
+/// never inherits it.
+fn take_report() -> Result<std::os::fd::OwnedFd, SuperviseError> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    let report = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(SuperviseError::Report)?;
+    let null = std::fs::File::open("/dev/null").map_err(SuperviseError::Report)?;
+    nix::unistd::dup2(null.as_raw_fd(), 0)
+        .map_err(|e| SuperviseError::Report(std::io::Error::from(e)))?;
+    Ok(report)
 }
 
 /// Reaps every child that ended; the engine's end when it was among them.

@@ -9,7 +9,7 @@
 //! holds and ssh opens as `/proc/<git>/fd/N`, never a file on disk.
 //! [`take`] is the child's side: the descriptor it was handed, owned and
 //! made close-on-exec again, so nothing the child starts inherits it (the
-//! `process` rung's supervisor's report pipe, `left.rs`).
+//! sandbox helper's "the command runs" pipe, `started.rs`).
 
 use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 use std::os::unix::process::CommandExt as _;

@@ -4,11 +4,14 @@
 //! the broker on loopback. A plain child has no CPU or memory cap and can
 //! connect anywhere: those rules of a host profile (`cpu_limit`,
 //! `mem_limit_mb`, its `[network]` maximum) are its gaps. [`ChildProcess`]
-//! is how both local rungs hand over a started engine. The supervisor
-//! reports what the engine left running when it exited on a pipe of its
-//! own (`--report FD`, `paddock_sandbox::left`).
+//! is how both local rungs hand over a started engine. The supervisor of
+//! a command without stdin (a setup command) reports what the command
+//! left running when it exited on a pipe given as its stdin
+//! (`--report-stdin`, `paddock_sandbox::left`), so that it is still
+//! spawned, never forked (a descriptor of another number needs a
+//! `pre_exec` hook, the standard library's fork path).
 
-use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
@@ -78,8 +81,19 @@ impl Rung for ProcessRung {
         job: &RungJob<'_>,
         cmd: &CommandSpec,
     ) -> Result<Box<dyn EngineProcess>, RungError> {
-        // The supervisor's report of what the command left running
-        // (`paddock_sandbox::left`): a pipe only it holds the write end of.
+        // A command without stdin (a setup command) gets the supervisor's
+        // report of what it left running (`paddock_sandbox::left`): a pipe
+        // whose write end is the supervisor's stdin, which it takes for
+        // itself alone.
+        if cmd.stdin.is_some() {
+            let c = supervisor(&self.helper_exe, cmd, false);
+            return Ok(Box::new(ChildProcess::spawn(
+                c,
+                "supervisor",
+                job.job_id,
+                cmd,
+            )?));
+        }
         let (report, report_tx) = std::io::pipe().map_err(|error| RungError::Spawn {
             job_id: job.job_id.to_string(),
             program: self.helper_exe.clone(),
@@ -87,10 +101,9 @@ impl Rung for ProcessRung {
             engine: cmd.program.clone(),
             error,
         })?;
-        let mut c = supervisor(&self.helper_exe, cmd, Some(report_tx.as_raw_fd()));
-        paddock_sandbox::pass_fd::pass_fd(c.as_std_mut(), report_tx.as_fd());
-        let child = ChildProcess::spawn(c, "supervisor", job.job_id, cmd)?;
-        drop(report_tx);
+        let mut c = supervisor(&self.helper_exe, cmd, true);
+        c.stdin(OwnedFd::from(report_tx));
+        let child = ChildProcess::spawn_with_stdin(c, "supervisor", job.job_id, cmd)?;
         Ok(Box::new(child.with_report(OwnedFd::from(report))))
     }
 
@@ -106,11 +119,11 @@ impl Rung for ProcessRung {
 /// standard library forks (a copy of Paddock's whole memory map) for a
 /// child with a directory of its own in the static build, and spawns one
 /// without.
-fn supervisor(helper_exe: &std::path::Path, cmd: &CommandSpec, report: Option<i32>) -> Command {
+fn supervisor(helper_exe: &std::path::Path, cmd: &CommandSpec, report: bool) -> Command {
     let mut c = Command::new(helper_exe);
     c.arg(crate::supervise::SUPERVISE_ARG);
-    if let Some(fd) = report {
-        c.arg(crate::supervise::REPORT_ARG).arg(fd.to_string());
+    if report {
+        c.arg(crate::supervise::REPORT_ARG);
     }
     c.arg(&cmd.cwd)
         .arg("--")
@@ -172,10 +185,20 @@ impl ChildProcess {
             std::process::Stdio::piped()
         } else {
             std::process::Stdio::null()
-        })
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0);
+        });
+        ChildProcess::spawn_with_stdin(c, role, job_id, cmd)
+    }
+
+    /// [`ChildProcess::spawn`] of `c`, whose stdin is set already.
+    fn spawn_with_stdin(
+        mut c: Command,
+        role: &'static str,
+        job_id: &str,
+        cmd: &CommandSpec,
+    ) -> Result<ChildProcess, RungError> {
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
         let child = c.spawn().map_err(|error| RungError::Spawn {
             job_id: job_id.to_string(),
             program: PathBuf::from(c.as_std().get_program()),
@@ -333,7 +356,8 @@ mod tests {
 
     /// The supervisor is started with no directory of its own (so the
     /// static build spawns it rather than forking Paddock) and is told the
-    /// engine's directory before `--`; the engine's program, arguments and
+    /// engine's directory before `--` (after `--report-stdin`, for a
+    /// command without stdin); the engine's program, arguments and
     /// environment follow as given, nothing of Paddock's environment.
     #[test]
     fn the_supervisor_gets_the_engines_directory_as_an_argument() {
@@ -345,7 +369,7 @@ mod tests {
             stdin: None,
             protect: Vec::new(),
         };
-        let c = supervisor(std::path::Path::new("/usr/bin/paddock"), &cmd, Some(7));
+        let c = supervisor(std::path::Path::new("/usr/bin/paddock"), &cmd, true);
         let std = c.as_std();
         assert_eq!(
             (
@@ -360,8 +384,7 @@ mod tests {
                 "/usr/bin/paddock".into(),
                 [
                     "__supervise",
-                    "--report",
-                    "7",
+                    "--report-stdin",
                     "/jobs/j/work",
                     "--",
                     "/opt/engine",
@@ -391,7 +414,8 @@ mod tests {
             stdin: None,
             protect: Vec::new(),
         };
-        let Err(e) = ChildProcess::spawn(supervisor(&helper, &cmd, None), "supervisor", "j1", &cmd)
+        let Err(e) =
+            ChildProcess::spawn(supervisor(&helper, &cmd, false), "supervisor", "j1", &cmd)
         else {
             panic!("a missing supervisor started");
         };
