@@ -873,7 +873,8 @@ impl JobSpec {
     }
 
     /// Parses a spec the store kept (the JSON admission wrote, its paths
-    /// already absolute), read again after it was admitted: by a requeue,
+    /// already absolute; one that is not, [`JobSpec::relative_host_paths`]
+    /// names), read again after it was admitted: by a requeue,
     /// `paddock publish`, a next attempt (`--attempt-after`, a turn), the
     /// reaper, a server taking a queued job. It is validated as a new spec
     /// is, but a rule that only refuses a slip in new input, and was
@@ -974,6 +975,26 @@ impl JobSpec {
                 *name = joined(Path::new(name.as_str())).display().to_string();
             }
         }
+    }
+
+    /// The host paths this spec writes relative, each with its field (a
+    /// `file:` secret's path too). None in a spec read from a file or as
+    /// text ([`JobSpec::resolve_paths`] made them absolute), nor so in a
+    /// spec admission stored; a stored spec holding one was stored by an
+    /// earlier version or written into the store directly, and nothing
+    /// says which directory it was relative to.
+    pub fn relative_host_paths(&self) -> Vec<(&'static str, &Path)> {
+        self.host_references()
+            .into_iter()
+            .filter_map(|r| match r {
+                HostReference::Path { field, path } if path.is_relative() => Some((field, path)),
+                HostReference::Secret {
+                    field,
+                    key: KeyRef::File(path),
+                } if path.is_relative() => Some((field, path.as_path())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// What this spec names on the host it runs on, beyond its own text:
@@ -2010,6 +2031,39 @@ scenario = "s.toml"
             ["-rf", ".x", "a..b", "x.lock", "a b", "ÄÖ-1"].map(refused),
             ["-rf", ".x", "a..b", "x.lock", "a b", "ÄÖ-1"].map(said)
         );
+    }
+
+    /// A spec parsed from TOML alone (no file, no base: what a stored
+    /// spec written relative would be) names its relative host paths,
+    /// field by field, a `file:` secret's among them; a bare engine name
+    /// (looked up on PATH) and a stored profile's id are none. Read from
+    /// a file, it names none (joined to the file's directory).
+    #[test]
+    fn a_spec_names_its_relative_host_paths() {
+        let mut spec = parse(
+            "[context]\ntemplates_dir = \"/abs/t\"\nskills_dir = \"skills\"\n[policy]\n\
+             profile = \"ci\"\n",
+        )
+        .unwrap();
+        // (A scripted upstream takes no key: set past validation, as a
+        // stored spec's may be.)
+        spec.upstream.key = Some(KeyRef::File("keys/k".into()));
+        assert_eq!(
+            spec.relative_host_paths(),
+            vec![
+                ("repository.path", Path::new(".")),
+                ("upstream.scenario", Path::new("s.toml")),
+                ("context.skills_dir", Path::new("skills")),
+                ("upstream.key", Path::new("keys/k")),
+            ]
+        );
+        let dir = std::env::temp_dir().join(format!("paddock-rel-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("spec.toml");
+        std::fs::write(&file, BASE).unwrap();
+        let loaded = JobSpec::load(&file).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(loaded.relative_host_paths(), Vec::new());
     }
 
     /// Everything a spec names on its host, field by field: the paths

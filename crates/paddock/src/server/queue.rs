@@ -702,6 +702,18 @@ impl Queue {
         };
         let spec =
             JobSpec::from_stored(&text, Path::new("<stored spec>")).map_err(|e| failed(&e))?;
+        // A relative path would be read against this server's directory,
+        // another file on each server: no server can run it as it was
+        // meant (and `allow_paths` judges absolute paths alone).
+        if let Some((field, path)) = spec.relative_host_paths().first() {
+            return Err(Readmit::Failed(format!(
+                "its stored spec names {field} {}, a relative path, which no server can resolve: \
+                 admission stores every path absolute, and nothing says which directory this \
+                 one is relative to (a spec stored by an earlier version, or written into the \
+                 store directly); submit the job again with the path absolute",
+                path.display()
+            )));
+        }
         self.submissions
             .check(&spec, None)
             .map_err(|e| Readmit::Refused(e.into()))?;

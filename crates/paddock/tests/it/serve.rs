@@ -742,6 +742,67 @@ async fn a_job_queued_with_a_repeated_destination_by_an_earlier_version_runs() {
     );
 }
 
+/// A queued job whose stored spec names a host path relative
+/// (`repository.path`, as an earlier version that resolved stored paths
+/// against the server's directory may have stored it, or as one written
+/// into the store directly) fails when a server claims it, its reason
+/// naming the field, the path and what to do, nothing of it run; a
+/// spec's relative path read against whichever directory the claiming
+/// server runs in names another file on each server. Before, the check of
+/// what a submitted spec may name refused the relative path as outside
+/// the server's allowed directories (which it may be or not), and every
+/// server passed the job over: it stayed queued for ever, its reason
+/// naming `allow_paths`, which no setting could satisfy.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queued_job_whose_stored_spec_names_a_relative_path_fails_naming_it() {
+    use paddock::store::Store as _;
+    let home = Home::new();
+    let job = spec(&home, "T-R", TURN);
+    let parsed: JobSpec = serde_json::from_value(job.clone()).unwrap();
+    let mut stored = job;
+    stored["repository"]["path"] = Value::from("T-R");
+    let mut queued = JobRecord::new("job-T-R", &parsed, time::OffsetDateTime::now_utc());
+    queued.status = JobStatus::Queued;
+    home.store()
+        .await
+        .enqueue_job(&queued, &stored.to_string(), 0, None)
+        .await
+        .unwrap();
+    let server = Server::start(&home, &[]).await;
+    let mut ended = server.job(&queued.id).await;
+    for _ in 0..600 {
+        if ended.reason.is_some() || is_final(ended.status) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ended = server.job(&queued.id).await;
+    }
+    let events = stored_events(&home, &queued.id).await;
+    assert_eq!(
+        (
+            ended.status,
+            ended.reason,
+            events,
+            home.leftover_workspaces()
+        ),
+        (
+            JobStatus::Failed,
+            Some(
+                "admitted again after a restart, it failed: its stored spec names \
+                 repository.path T-R, a relative path, which no server can resolve: admission \
+                 stores every path absolute, and nothing says which directory this one is \
+                 relative to (a spec stored by an earlier version, or written into the store \
+                 directly); submit the job again with the path absolute"
+                    .to_owned()
+            ),
+            vec![],
+            Vec::<String>::new(),
+        ),
+        "{}",
+        server.stderr()
+    );
+}
+
 #[tokio::test]
 async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
     let home = Home::new();
