@@ -12,13 +12,17 @@
 //! pipe (stdin, so that the supervisor is still spawned, not forked: a
 //! descriptor of any other number needs a `pre_exec` hook, which makes
 //! the standard library fork Paddock): it takes it (close-on-exec) and
-//! gives the engine `/dev/null` instead, and writes there, once the
-//! engine exited by itself, how many processes of the engine's tree were
-//! still running and were killed (`paddock_sandbox::left`): the engine's
-//! own exit is not counted, a process it left (its own session, a double
-//! fork, `nohup`) is. The engine never holds it, and the supervisor is
-//! not dumpable, so the engine cannot open it through `/proc` (unless it
-//! runs as root). It
+//! gives the engine `/dev/null` instead, and writes there, as it ends,
+//! how many processes its kills ended (`paddock_sandbox::left`): of an
+//! engine that exited by itself, the processes of its tree still running
+//! (its own exit is not counted, a process it left, in its own session,
+//! double-forked or `nohup`, is); of a stopped one, the engine too (the
+//! runner reads the count only of a command that exited by itself). The
+//! engine never holds it, and the supervisor is not dumpable, so the
+//! engine cannot open it through `/proc` unless it runs as root; it is
+//! written however the engine ended (a SIGTERM the job sent included), so
+//! a report such a job wrote there is never the only one, and two read as
+//! none. It
 //! changes to the engine's directory `DIR` itself: a child given a
 //! directory of its own is forked by the standard library in the static
 //! build (its glibc's `posix_spawn_file_actions_addchdir_np` is not found),
@@ -137,8 +141,8 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
             source,
         })?;
     let engine = Pid::from_raw(i32::try_from(engine.id()).unwrap_or(i32::MAX));
-    // Whether the engine was stopped (not exited by itself).
-    let mut stopped = false;
+    // The processes the kills ended.
+    let mut left = 0;
     let ended = loop {
         if let Some(status) = reap(engine) {
             break status;
@@ -153,17 +157,18 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
         // Killing the tree may reap the engine too: its end is kept, so
         // the loop does not wait for a signal that never comes.
         if stop {
-            stopped = true;
-            if let (Some(status), _) = kill_tree(engine) {
+            let (status, killed) = kill_tree(engine);
+            left += killed;
+            if let Some(status) = status {
                 break status;
             }
         }
     };
     // What the engine left: every descendant still running now.
-    let (_, left) = kill_tree(engine);
+    left += kill_tree(engine).1;
     // Everything left was killed: wait for the last of it.
     while !matches!(waitpid(None, None), Err(Errno::ECHILD)) {}
-    if let (Some(report), false) = (report, stopped) {
+    if let Some(report) = report {
         let count = u64::try_from(left).unwrap_or(u64::MAX);
         let _ = nix::unistd::write(&report, &paddock_sandbox::left::report(count));
     }

@@ -920,3 +920,49 @@ async fn background_work_cut_off_is_not_stored_in_the_sandbox() {
     }
     background_work_cut_off_is_not_stored_on("sandbox").await;
 }
+
+/// A setup command run as root on the `process` rung, which can open its
+/// supervisor's descriptors, writes a report of none on each, stops its
+/// supervisor, asks it to end (SIGTERM) and exits 0, a process it left
+/// letting the supervisor go on once it exited: the supervisor, told to
+/// stop, still writes its own count, so what the runner reads is two
+/// reports, no single count, and the setup is not stored, where a
+/// supervisor that wrote only when its command exited by itself left the
+/// forged report alone, read as none left, and the setup stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_report_and_a_stopped_supervisor_do_not_get_a_setup_stored() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: only root can open its supervisor's descriptors");
+        return;
+    }
+    let home = Home::new();
+    let line = "none='L\\000\\000\\000\\000\\000\\000\\000\\000'; sup=$PPID; \
+         for f in /proc/$sup/fd/*; do printf \"$none\" 2>/dev/null > \"$f\"; done; \
+         mkdir -p deps; echo partial > deps/out; \
+         (sleep 0.5; kill -CONT $sup; exec sleep 30) & kill -STOP $sup; kill -TERM $sup; exit 0";
+    let spec = spec_running(&home, "process", "true", &[line], "");
+    for attempt in ["first", "second"] {
+        let (rec, _) = run_kept_script_job(&home, &spec).await;
+        let events = home.store().await.events(&rec.id, 0).await.unwrap();
+        let cache = setup_cache_statuses(&events);
+        let key = cache
+            .first()
+            .map(|d| setup_cache_key(d))
+            .unwrap_or_default();
+        assert_eq!(
+            cache,
+            vec![
+                format!("not in the setup cache (key {key}); the setup commands run"),
+                format!(
+                    "not stored in the setup cache (key {key}): its commands exited 0, but what \
+                     its rung said of the processes setup command 1 of 1 (`{line}`) left running \
+                     is no single count: what was left running was killed then, and what it was \
+                     making in the background (a download, an install) may be partial; the next \
+                     job runs the setup again"
+                ),
+            ],
+            "{attempt} job"
+        );
+        std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    }
+}
