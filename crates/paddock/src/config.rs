@@ -61,12 +61,12 @@ pub struct JobsFile {
     /// `sandbox` rung bound read-only, as the engine's PATH directories
     /// are.
     #[serde(default)]
-    pub path: Vec<HostDir>,
+    pub path: Vec<HostPath>,
     /// Paths bound read-only into every job's sandbox (what the PATH's
     /// programs read: a rustup toolchain's `~/.rustup`); nothing on the
     /// `process` rung, which sees the host's files anyway.
     #[serde(default)]
-    pub read_only: Vec<HostDir>,
+    pub read_only: Vec<HostPath>,
     /// Variables set in every job's environment (`RUSTUP_HOME`): the job
     /// reads them, so never a secret. A name the job's environment sets
     /// itself (PATH, HOME, the proxy variables, the engines') is refused.
@@ -78,7 +78,7 @@ impl JobsFile {
     /// The first path of `path` or `read_only` that does not exist on
     /// this host, named with its key (`jobs.path: /usr/local/go/bin`).
     pub fn missing(&self) -> Option<String> {
-        let named = |key: &str, dirs: &[HostDir]| {
+        let named = |key: &str, dirs: &[HostPath]| {
             dirs.iter()
                 .find(|d| !d.0.exists())
                 .map(|d| format!("jobs.{key}: {}", d.0.display()))
@@ -100,9 +100,9 @@ impl JobsFile {
 /// ([`JobsFile::missing`]), not where the file is read.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct HostDir(pub PathBuf);
+pub struct HostPath(pub PathBuf);
 
-impl TryFrom<String> for HostDir {
+impl TryFrom<String> for HostPath {
     type Error = String;
 
     fn try_from(v: String) -> Result<Self, Self::Error> {
@@ -115,7 +115,7 @@ impl TryFrom<String> for HostDir {
                 "{v:?} holds a `:` or a control character, which a PATH cannot carry"
             ));
         }
-        Ok(HostDir(p))
+        Ok(HostPath(p))
     }
 }
 
