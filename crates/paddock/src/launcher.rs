@@ -189,6 +189,47 @@ pub fn unbindable(
         })
 }
 
+/// A place of the host that no read-only path of a job's view may show
+/// ([`shows_private`]): Paddock's own directories (every job's
+/// workspace and sockets, the store, the artifacts), the home directory
+/// of the user Paddock runs as (its keys), a file a credential of the job
+/// is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Private {
+    pub path: PathBuf,
+    /// What it holds, for the refusal to say.
+    pub what: String,
+    /// A path inside it is refused too (Paddock's own directories: another
+    /// job's directory, the store's); not inside a home directory, where
+    /// the engines and tools are installed (`~/.nvm`, `~/.cargo/bin`).
+    pub inside_too: bool,
+}
+
+/// The first read-only path of the command's view that would show the job
+/// one of `private`: the path is it or holds it, or (for one
+/// `inside_too`) lies inside it, not within `own` (the job's own
+/// directory, whose profile the hook reads). A bind is read-only, but
+/// read-only is enough to read another job's work and the store, and to
+/// connect to another job's broker or egress socket (a Unix socket is not
+/// written through its mount). `None` when none does.
+pub fn shows_private<'a>(
+    spec: &CommandSpec,
+    paths: &SandboxPaths,
+    private: &'a [Private],
+    own: &Path,
+) -> Option<(Source, PathBuf, &'a Private)> {
+    let [ro, _] = bound(spec, paths);
+    ro.into_iter().find_map(|(bind, source)| {
+        private
+            .iter()
+            .find(|p| {
+                p.path.starts_with(&bind)
+                    || (p.inside_too && bind.starts_with(&p.path) && !bind.starts_with(own))
+            })
+            .map(|p| (source, bind, p))
+    })
+}
+
 /// The sandbox policy for an engine command.
 pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
     let mut argv = vec![spec.program.display().to_string()];
@@ -351,6 +392,98 @@ mod tests {
                 Some((Source::Engine, PathBuf::from("/tmp"))),
                 Some((Source::Job, PathBuf::from("/proc/jobs/j/work"))),
                 Some((Source::Hook, PathBuf::from("/dev/pts/paddock"))),
+            ]
+        );
+    }
+
+    /// A read-only path that is, holds or (for Paddock's own places) lies
+    /// inside a private place is found, with where it comes from; a path
+    /// inside the job's own directory (the hook's profile), one inside a
+    /// home directory (an engine under `~/.nvm`) and one beside the
+    /// private places are not.
+    #[test]
+    fn shows_private_finds_a_read_only_path_that_is_holds_or_is_inside_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let jobs = home.join(".local/state/paddock/jobs");
+        let own = jobs.join("j");
+        let engine_dir = home.join(".nvm/bin");
+        let elsewhere = root.join("opt/tool");
+        for d in [
+            &own.join("meta"),
+            &engine_dir,
+            &elsewhere,
+            &jobs.join("k/meta"),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let key = root.join("opt/key");
+        std::fs::write(&key, "k").unwrap();
+        let private = vec![
+            Private {
+                path: home.clone(),
+                what: "home".into(),
+                inside_too: false,
+            },
+            Private {
+                path: jobs.clone(),
+                what: "jobs".into(),
+                inside_too: true,
+            },
+            Private {
+                path: key.clone(),
+                what: "key".into(),
+                inside_too: false,
+            },
+        ];
+        let cmd = CommandSpec {
+            program: engine_dir.join("codex"),
+            args: vec![],
+            env: vec![("PATH".into(), format!("{}:/usr/bin", engine_dir.display()))],
+            cwd: own.join("work"),
+            stdin: None,
+            protect: vec![],
+        };
+        let paths = |extra_ro: Vec<PathBuf>| SandboxPaths {
+            job_id: "j".into(),
+            work: own.join("work"),
+            home: own.join("home"),
+            tmp: own.join("tmp"),
+            broker_socket: own.join("meta/broker.sock"),
+            egress_socket: None,
+            direct: None,
+            timeout_secs: 1,
+            extra_ro,
+            extra_rw: vec![],
+            limits: default_limits(),
+            allow_without_cgroups: true,
+            cgroup_root: None,
+            notices: None,
+            hidden: vec![],
+        };
+        let found = |extra: Vec<PathBuf>| {
+            shows_private(&cmd, &paths(extra), &private, &own)
+                .map(|(source, bind, p)| (source, bind, p.what.clone()))
+        };
+        assert_eq!(
+            [
+                found(vec![]),
+                found(vec![own.join("meta"), elsewhere.clone()]),
+                found(vec![home.clone()]),
+                found(vec![home.join(".local")]),
+                found(vec![jobs.join("k/meta")]),
+                found(vec![root.join("opt")]),
+                found(vec![key.clone()]),
+            ],
+            [
+                None,
+                None,
+                Some((Source::Hook, home.clone(), "home".to_string())),
+                Some((Source::Hook, home.join(".local"), "jobs".to_string())),
+                Some((Source::Hook, jobs.join("k/meta"), "jobs".to_string())),
+                Some((Source::Hook, root.join("opt"), "key".to_string())),
+                Some((Source::Hook, key.clone(), "key".to_string())),
             ]
         );
     }

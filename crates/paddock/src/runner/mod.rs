@@ -241,8 +241,8 @@ impl Runner {
         if admitted.spec().isolation != paddock_protocol::Isolation::Sandbox {
             return Ok(());
         }
-        let profiled = admitted.shaped.policy.is_some();
-        sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)
+        let policy = admitted.shaped.policy.as_ref();
+        sandbox_view::check(admitted.spec(), &admitted.id, policy, &self.config)
             .map_err(AdmitError::SandboxView)
     }
 
@@ -263,8 +263,8 @@ impl Runner {
         if admitted.spec().isolation != paddock_protocol::Isolation::Sandbox {
             return Ok(());
         }
-        let profiled = admitted.shaped.policy.is_some();
-        sandbox_view::check(admitted.spec(), &admitted.id, profiled, &self.config)
+        let policy = admitted.shaped.policy.as_ref();
+        sandbox_view::check(admitted.spec(), &admitted.id, policy, &self.config)
             .map_err(NotHere::SandboxView)
     }
 

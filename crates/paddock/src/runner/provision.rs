@@ -177,7 +177,7 @@ pub(super) async fn provision(
     };
     if spec.isolation == paddock_protocol::Isolation::Sandbox {
         if let Err(e) =
-            super::sandbox_view::check(spec, &em.job_id, job.policy.is_some(), &job.config)
+            super::sandbox_view::check(spec, &em.job_id, job.policy.as_ref(), &job.config)
         {
             let msg = here(&e);
             em.error("paddock", msg.clone(), true).await?;

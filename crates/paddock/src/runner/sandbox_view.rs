@@ -8,25 +8,74 @@
 //! would give it (`launcher::unbindable`), so such a job is refused before
 //! it is recorded or provisioned instead of failing at its launch. The
 //! helper still checks at launch (the paths may have changed since).
+//!
+//! A read-only path that would show the job what is not its own is
+//! refused here too (`launcher::shows_private`): one that is or holds
+//! Paddock's jobs directory, store, artifacts or host directory (every
+//! job's workspace, record and sockets: read-only is enough to connect to
+//! another job's egress proxy), the home directory of the user Paddock
+//! runs as, or a file one of the job's credentials is read from; or one
+//! inside Paddock's directories but not the job's own. An engine binary
+//! in such a directory (`engine.binary = "~/codex"` binds the home
+//! directory whole), or a `[jobs]` path holding it, is the way in.
 
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{EngineKind, JobSpec};
+use paddock_protocol::{EngineKind, JobSpec, KeyRef};
 
 use super::engine_bin::{engine_path, resolve_engine};
 use super::RunnerConfig;
 use crate::engines::{self, CommandSpec};
 use crate::launcher::{self, SandboxPaths, Source};
+use crate::policy::JobPolicy;
 
 /// A path of a sandboxed job's view the sandbox would refuse, with where
 /// it comes from and what to change.
 #[derive(Debug)]
 pub struct Unbindable {
     whence: Whence,
-    refused: paddock_sandbox::own_parts::Replaced,
+    refused: Refused,
     /// The job spec's file, when the path comes from one of its fields
     /// and the caller read it from a file ([`Unbindable::in_spec_file`]).
     spec_file: Option<String>,
+}
+
+/// Why the path is refused.
+#[derive(Debug)]
+enum Refused {
+    /// It is on or under a part the view makes itself.
+    Replaced(paddock_sandbox::own_parts::Replaced),
+    /// Read-only, it would show the job a private place of the host.
+    Shows {
+        bind: PathBuf,
+        private: launcher::Private,
+    },
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Replaced(r) => r.fmt(f),
+            Refused::Shows { bind, private } => {
+                let how = if private.path.starts_with(bind) {
+                    if private.path == *bind {
+                        "it is"
+                    } else {
+                        "it holds"
+                    }
+                } else {
+                    "it is inside"
+                };
+                write!(
+                    f,
+                    "{} would show the job, read-only, what is not its own: {how} {} ({})",
+                    bind.display(),
+                    private.path.display(),
+                    private.what
+                )
+            }
+        }
+    }
 }
 
 /// Which of the job's paths, from which setting.
@@ -43,6 +92,9 @@ enum Whence {
     Job { jobs: PathBuf },
     /// What the host profile's hook needs.
     Hook { exe: PathBuf, jobs: PathBuf },
+    /// The config file's `[jobs]` (`key` is `jobs.path` or
+    /// `jobs.read_only`).
+    Tools { key: &'static str },
 }
 
 impl Unbindable {
@@ -92,20 +144,26 @@ impl std::fmt::Display for Unbindable {
                 exe.display(),
                 jobs.display()
             ),
+            Whence::Tools { key } => write!(
+                f,
+                "the sandbox cannot bind the host's tools ({key} in the config file, read-only): \
+                 {refused} (name the tools' own directories)"
+            ),
         }
     }
 }
 
 impl std::error::Error for Unbindable {}
 
-/// Refuses `spec`, to run on the `sandbox` rung as job `id` (with a host
-/// profile when `profiled`), when its sandbox would refuse one of its
-/// paths. An engine binary that cannot be resolved is left to
-/// [`super::Runner::engine_here`] and provisioning, which name it.
+/// Refuses `spec`, to run on the `sandbox` rung as job `id` (under the
+/// host profile `policy`, when it has one), when its sandbox would refuse
+/// one of its paths, or one would show it a private place of the host
+/// ([`private_places`]). An engine binary that cannot be resolved is
+/// left to [`super::Runner::engine_here`] and provisioning, which name it.
 pub fn check(
     spec: &JobSpec,
     id: &str,
-    profiled: bool,
+    policy: Option<&JobPolicy>,
     config: &RunnerConfig,
 ) -> Result<(), Box<Unbindable>> {
     let host_path = config.host_path.as_deref();
@@ -127,9 +185,9 @@ pub fn check(
         stdin: None,
         protect: Vec::new(),
     };
-    let (mut extra_ro, extra_rw) = match profiled {
-        true => launcher::hook_paths(&meta, Some(&config.helper_exe)),
-        false => (Vec::new(), Vec::new()),
+    let (mut extra_ro, extra_rw) = match policy {
+        Some(_) => launcher::hook_paths(&meta, Some(&config.helper_exe)),
+        None => (Vec::new(), Vec::new()),
     };
     extra_ro.extend(config.tools.read_only.iter().cloned());
     let paths = SandboxPaths {
@@ -153,25 +211,56 @@ pub fn check(
         notices: None,
         hidden: Vec::new(),
     };
-    let Some((source, refused)) = launcher::unbindable(&cmd, &paths) else {
-        return Ok(());
+    let private = private_places(spec, policy, config);
+    let (source, refused) = match launcher::unbindable(&cmd, &paths) {
+        Some((source, refused)) => (source, Refused::Replaced(refused)),
+        None => match launcher::shows_private(&cmd, &paths, &private, &root) {
+            Some((source, bind, private)) => (
+                source,
+                Refused::Shows {
+                    bind,
+                    private: private.clone(),
+                },
+            ),
+            None => return Ok(()),
+        },
     };
-    let whence = match source {
-        Source::Engine => Whence::Engine {
-            kind,
-            pinned: spec
-                .engine
-                .binary
-                .as_ref()
-                .is_some_and(|p| p.components().count() > 1),
-            binary,
-        },
-        Source::Job => Whence::Job {
-            jobs: config.paths.jobs.clone(),
-        },
-        Source::Hook => Whence::Hook {
-            exe: config.helper_exe.clone(),
-            jobs: config.paths.jobs.clone(),
+    // A `[jobs]` entry is named as such: its directories reach the view
+    // through PATH (as the engine's) or as the hook's extra paths.
+    let bind = match &refused {
+        Refused::Replaced(r) => r.path.clone(),
+        Refused::Shows { bind, .. } => bind.clone(),
+    };
+    let is = |list: &[PathBuf]| {
+        list.iter()
+            .any(|p| p.canonicalize().unwrap_or_else(|_| p.clone()) == bind)
+    };
+    let tools = if is(&config.tools.path) {
+        Some("jobs.path")
+    } else if is(&config.tools.read_only) {
+        Some("jobs.read_only")
+    } else {
+        None
+    };
+    let whence = match (tools, source) {
+        (Some(key), _) => Whence::Tools { key },
+        (None, source) => match source {
+            Source::Engine => Whence::Engine {
+                kind,
+                pinned: spec
+                    .engine
+                    .binary
+                    .as_ref()
+                    .is_some_and(|p| p.components().count() > 1),
+                binary,
+            },
+            Source::Job => Whence::Job {
+                jobs: config.paths.jobs.clone(),
+            },
+            Source::Hook => Whence::Hook {
+                exe: config.helper_exe.clone(),
+                jobs: config.paths.jobs.clone(),
+            },
         },
     };
     Err(Box::new(Unbindable {
@@ -179,4 +268,108 @@ pub fn check(
         refused,
         spec_file: None,
     }))
+}
+
+/// The places of this host no read-only path of job `spec`'s view may
+/// show (`launcher::shows_private`): Paddock's jobs directory, store,
+/// artifacts and host directory (and no path inside them but the job's
+/// own), the home directory of the user Paddock runs as (`HOME`), and
+/// each file a credential of the job or of its host profile is read from
+/// (`file:` references).
+fn private_places(
+    spec: &JobSpec,
+    policy: Option<&JobPolicy>,
+    config: &RunnerConfig,
+) -> Vec<launcher::Private> {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let own = |path: &Path, what: &str| launcher::Private {
+        path: real(path),
+        what: what.to_string(),
+        inside_too: true,
+    };
+    let mut places = Vec::new();
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        places.push(launcher::Private {
+            path: real(Path::new(&home)),
+            what: "the home directory of the user Paddock runs as, with its keys and credentials"
+                .to_string(),
+            inside_too: false,
+        });
+    }
+    places.extend([
+        own(
+            &config.paths.jobs,
+            "Paddock's jobs directory: every job's workspace, and its broker and egress sockets",
+        ),
+        own(
+            &config.paths.artifacts,
+            "Paddock's artifacts: every job's patch, closeout and output",
+        ),
+        own(
+            &config.host_dir,
+            "Paddock's host directory: its slots and caches",
+        ),
+    ]);
+    if let crate::store::StoreAt::File(db) = &config.paths.db {
+        places.push(own(
+            db,
+            "Paddock's store: every job's record, events and ledger",
+        ));
+    }
+    for (field, reference) in credential_files(spec, policy) {
+        if let KeyRef::File(path) = reference {
+            places.push(launcher::Private {
+                path: real(path),
+                what: format!("the file {field} is read from"),
+                inside_too: false,
+            });
+        }
+    }
+    places
+}
+
+/// Every credential reference of the job: its spec's and its host
+/// profile's, each with the setting that names it.
+fn credential_files<'a>(
+    spec: &'a JobSpec,
+    policy: Option<&'a JobPolicy>,
+) -> Vec<(String, &'a KeyRef)> {
+    let results = &spec.results;
+    let github = results.github.as_ref();
+    let mut refs: Vec<(String, &KeyRef)> = [
+        ("upstream.key", spec.upstream.key.as_ref()),
+        ("repository.token", spec.repository.token.as_ref()),
+        (
+            "results.github.token",
+            github.and_then(|g| g.token.as_ref()),
+        ),
+        (
+            "results.github.app.private_key",
+            github.and_then(|g| g.app.as_ref()).map(|a| &a.private_key),
+        ),
+        (
+            "results.gitlab.token",
+            results.gitlab.as_ref().map(|g| &g.token),
+        ),
+        (
+            "results.push.token",
+            results.push.as_ref().and_then(|p| p.token.as_ref()),
+        ),
+        (
+            "results.push.ssh_key",
+            results.push.as_ref().and_then(|p| p.ssh_key.as_ref()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(field, r)| r.map(|r| (field.to_string(), r)))
+    .collect();
+    if let Some(network) = policy.and_then(|p| p.profile.network.as_ref()) {
+        refs.extend(network.credentials.iter().map(|c| {
+            (
+                format!("the host profile's network.credentials `{}`", c.name),
+                &c.secret,
+            )
+        }));
+    }
+    refs
 }

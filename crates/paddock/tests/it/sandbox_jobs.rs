@@ -222,6 +222,138 @@ async fn an_engine_the_sandbox_cannot_bind_is_refused_before_the_job_exists() {
     assert_eq!(got, want);
 }
 
+/// A read-only path of a sandboxed job's view that would show the job
+/// what is not its own is refused at admission, naming it, what it would
+/// show and the setting it comes from, before any record or workspace
+/// exists: an engine binary directly in a directory holding Paddock's
+/// jobs directory (read-only, that bind showed every job's workspace and
+/// its sockets, and a Unix socket is connected to through a read-only
+/// mount: the job reached its own broker's socket so, by hand), or in the
+/// home directory of the user Paddock runs as (its keys), or beside the
+/// file the job's push token is read from; and a `[jobs] read_only` path
+/// holding Paddock's data (the store, the artifacts). Before, each was
+/// bound and the job ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_path_that_would_show_the_job_what_is_not_its_own_is_refused() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let pinned = text
+        .lines()
+        .find(|l| l.starts_with("binary = "))
+        .unwrap()
+        .to_string();
+    let fakebin = home.path().join("fakebin");
+    let script = std::fs::read(fakebin.join("codex")).unwrap();
+    // The engine directly in the test's home, which holds the jobs directory.
+    let loose = home.path().join("codex");
+    std::fs::write(&loose, &script).unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let key = fakebin.join("push.token");
+    std::fs::write(&key, "sk-test-not-real").unwrap();
+    let write = |name: &str, text: String| {
+        let path = home.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let in_home = write(
+        "in-home.toml",
+        text.replace(&pinned, &format!("binary = \"{}\"", loose.display())),
+    );
+    let keyed = write(
+        "keyed.toml",
+        format!(
+            "{text}\n[results.push]\nurl = \"https://git.example/acme/widgets.git\"\ntoken = \
+             \"file:{}\"\n",
+            key.display()
+        ),
+    );
+    let data = home.data().canonicalize().unwrap_or(home.data());
+    let cases = vec![
+        (in_home.as_path(), vec![], ""),
+        (
+            spec.as_path(),
+            vec![("HOME", fakebin.display().to_string())],
+            "",
+        ),
+        (keyed.as_path(), vec![], ""),
+        (spec.as_path(), vec![], "[jobs]\nread_only = [\"DATA\"]\n"),
+    ];
+    let mut got = Vec::new();
+    for (spec, env, config) in &cases {
+        std::fs::create_dir_all(&data).unwrap();
+        home.write_config(&config.replace("DATA", &data.display().to_string()));
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+            .await;
+        got.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+            home.store().await.jobs(10).await.unwrap().len(),
+            std::fs::read_dir(home.jobs())
+                .map(|d| {
+                    d.map(|e| e.unwrap())
+                        .filter(|e| e.file_type().unwrap().is_dir())
+                        .count()
+                })
+                .unwrap_or(0),
+        ));
+    }
+    let root = home.path().canonicalize().unwrap();
+    let fakebin = fakebin.canonicalize().unwrap();
+    let engine = |binary: &std::path::Path, file: &std::path::Path| {
+        format!(
+            "paddock: job refused before start: the sandbox cannot bind engine codex's \
+             directories (its package tree, its own directory and node's, read-only; \
+             engine.binary {} in job spec {})",
+            binary.display(),
+            file.display()
+        )
+    };
+    let advice =
+        "(install the engine in a directory of its own and set engine.binary or PATH to it)";
+    let refused = |text: String| (Some(2), format!("{text}\n"), 0, 0);
+    assert_eq!(
+        got,
+        vec![
+            refused(format!(
+                "{}: {} would show the job, read-only, what is not its own: it holds {} \
+                 (Paddock's jobs directory: every job's workspace, and its broker and egress \
+                 sockets) {advice}",
+                engine(&loose, &in_home),
+                root.display(),
+                root.join("jobs").display()
+            )),
+            refused(format!(
+                "{}: {} would show the job, read-only, what is not its own: it is {} (the home \
+                 directory of the user Paddock runs as, with its keys and credentials) {advice}",
+                engine(&home.path().join("fakebin/codex"), &spec),
+                fakebin.display(),
+                fakebin.display()
+            )),
+            refused(format!(
+                "{}: {} would show the job, read-only, what is not its own: it holds {} (the \
+                 file results.push.token is read from) {advice}",
+                engine(&home.path().join("fakebin/codex"), &keyed),
+                fakebin.display(),
+                fakebin.join("push.token").display()
+            )),
+            refused(format!(
+                "paddock: job refused before start: the sandbox cannot bind the host's tools \
+                 (jobs.read_only in the config file, read-only): {} would show the job, \
+                 read-only, what is not its own: it holds {} (Paddock's artifacts: every job's \
+                 patch, closeout and output) (name the tools' own directories)",
+                data.display(),
+                data.join("artifacts").display()
+            )),
+        ]
+    );
+}
+
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
 /// without a host profile: a stand-in engine forking sleepers is stopped
 /// short of it (the helper's threads, PID 1 and the shell count too). The
