@@ -11,13 +11,14 @@ use paddock_protocol::{EngineKind, HostProfile, JobSpec};
 use crate::broker::ModelAllowlist;
 
 /// Why a job is refused: the profile by id and, where it was read from
-/// one, its file; the rule and why; the job spec's file where the caller
-/// knows it (`paddock run` and `paddock context` do, a server given the
-/// spec as JSON does not).
+/// one, its file; the rule and why; before them, where the caller knows
+/// it, what named the job and its profile (`job spec FILE` for `paddock
+/// run` and `paddock context`, which read it; a server given the spec as
+/// JSON names the spec's `policy.profile`, or its own default).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{}host profile `{profile}`{}: rule `{rule}` {reason}",
-    spec_file.as_deref().map_or(String::new(), |f| format!("job spec {f}: ")),
+    named.as_deref().map_or(String::new(), |n| format!("{n}: ")),
     profile_file.as_deref().map_or(String::new(), |f| format!(" (file {f})"))
 )]
 pub struct Refusal {
@@ -28,8 +29,12 @@ pub struct Refusal {
     pub profile_file: Option<String>,
     pub rule: String,
     pub reason: String,
-    /// The job spec's file, set by the caller that read it.
-    pub spec_file: Option<String>,
+    /// What named the job and its profile, set by the caller that knows:
+    /// the job spec's file (`AdmitError::in_spec_file`: `job spec FILE`),
+    /// what named the profile (`AdmitError::profile_named_by`: a server's
+    /// submitter reads the detail without the server's defaults before
+    /// them), or both, in that order.
+    pub named: Option<String>,
 }
 
 /// The profile as this job will run under it.
@@ -71,7 +76,7 @@ pub fn admit(
         profile_file: None,
         rule: rule.to_string(),
         reason,
-        spec_file: None,
+        named: None,
     };
     // The broker's matcher: a name (also with a date suffix) or a `prefix*`.
     let models = ModelAllowlist::any().with("host profile", &profile.allowed_models);
@@ -223,7 +228,7 @@ mod tests {
                 profile_file: None,
                 rule: "cpu_limit".into(),
                 reason: "(50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`".into(),
-                spec_file: None,
+                named: None,
             })
         );
         let e = admit(
@@ -266,7 +271,7 @@ mod tests {
                         "{why}; run the job on a rung that enforces it, or list `network` in \
                          `policy.accept_degraded`"
                     ),
-                    spec_file: None,
+                    named: None,
                 }),
                 Ok(vec![("network".to_string(), why.to_string())]),
                 Ok(vec![]),
@@ -405,7 +410,7 @@ mod tests {
                 profile_file: None,
                 rule: "network.allow".into(),
                 reason: "does not allow `*.com.evil.org` (job spec field `network.allow[1]`); this host allows at most: *.github.com".into(),
-                spec_file: None,
+                named: None,
             })
         );
         let setup = spec("[setup]\ncommands = [\"pip download x\"]\nnetwork = \"registries\"\n");
@@ -421,7 +426,7 @@ mod tests {
                 profile_file: None,
                 rule: "network.setup_allow".into(),
                 reason: "does not allow `registries` (job spec field `setup.network`); this host allows at most: nothing".into(),
-                spec_file: None,
+                named: None,
             })
         );
         let listed = spec(
@@ -434,7 +439,7 @@ mod tests {
                 profile_file: None,
                 rule: "network.setup_allow".into(),
                 reason: "does not allow `pypi.org` (job spec field `setup.network[0]`); this host allows at most: nothing".into(),
-                spec_file: None,
+                named: None,
             })
         );
         // Without a `[network]` section the profile sets no maximum.
@@ -476,7 +481,7 @@ mod tests {
                              (`network.web_search`), which reaches the web past the job's egress \
                              proxy; the spec's `[network] web_search` asks for it"
                         .into(),
-                    spec_file: None,
+                    named: None,
                 }),
                 Ok(vec![]),
                 Ok(vec![]),

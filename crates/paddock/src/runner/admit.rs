@@ -391,7 +391,7 @@ mod tests {
             profile_file: None,
             rule: "network".into(),
             reason: "cannot be enforced on the `process` rung".into(),
-            spec_file: None,
+            named: None,
         };
         let fallback = "isolation auto: running on the `process` rung (unconfined) because \
                         this host cannot start Paddock's sandbox: Landlock: not supported";

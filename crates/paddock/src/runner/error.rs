@@ -78,7 +78,11 @@ impl AdmitError {
     pub fn in_spec_file(self, file: &std::path::Path) -> AdmitError {
         match self {
             AdmitError::PolicyRefused(mut refusal) => {
-                refusal.spec_file = Some(file.display().to_string());
+                let spec = format!("job spec {}", file.display());
+                refusal.named = Some(match refusal.named.take() {
+                    Some(by) => format!("{spec}: {by}"),
+                    None => spec,
+                });
                 AdmitError::PolicyRefused(refusal)
             }
             AdmitError::SandboxView(unbindable) => {
@@ -102,6 +106,27 @@ impl AdmitError {
             AdmitError::HostProfile(e) => {
                 AdmitError::HostProfile(format!("{key} in the config file {}: {e}", file.display()))
             }
+            e => e,
+        }
+    }
+
+    /// The error with what named the host profile (`by`: the spec's
+    /// `policy.profile`, or a server's default for a spec naming none),
+    /// where the host profile refuses the job or cannot be resolved or
+    /// read (not in the store, a stored profile that does not validate, a
+    /// file that does not load): `by: host profile …`. For a server,
+    /// whose submitter reads the detail without the server's defaults
+    /// before them. Other errors are as they were.
+    pub fn profile_named_by(self, by: &str) -> AdmitError {
+        match self {
+            AdmitError::PolicyRefused(mut refusal) => {
+                refusal.named = Some(match refusal.named.take() {
+                    Some(spec) => format!("{spec}: {by}"),
+                    None => by.to_owned(),
+                });
+                AdmitError::PolicyRefused(refusal)
+            }
+            AdmitError::HostProfile(e) => AdmitError::HostProfile(format!("{by}: {e}")),
             e => e,
         }
     }

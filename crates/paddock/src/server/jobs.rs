@@ -25,7 +25,7 @@ use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
 use crate::cut_text::{cut, Cut, Length};
-use crate::runner::ErrorCode;
+use crate::runner::{AdmitError, AfterError, ErrorCode};
 use crate::store::{JobQuery, Owner};
 
 /// The longest page of `GET /v1/jobs`.
@@ -103,6 +103,11 @@ pub async fn submit(
         .submissions
         .check(&spec, None)
         .map_err(|e| Problem::runner(ErrorCode::BadInput, e.to_string()))?;
+    let by = profile_named_by(&state.defaults, &spec);
+    let named = |e: AdmitError| match &by {
+        Some(by) => e.profile_named_by(by),
+        None => e,
+    };
     let spec = state.defaults.apply(spec);
     if spec.results.webhook_url.is_some() && !state.queue.has_webhooks() {
         return Err(Problem::runner(
@@ -122,7 +127,11 @@ pub async fn submit(
         )
         .await
         .map_err(|e| match e {
-            SubmitError::Admit(e) => Problem::from(e),
+            SubmitError::Admit(e) => Problem::from(named(e)),
+            SubmitError::After(AfterError::Admit(e)) => {
+                let e = named(e);
+                Problem::runner(e.code(), super::problem::chain(&e))
+            }
             SubmitError::After(e) => Problem::runner(e.code(), super::problem::chain(&e)),
             SubmitError::Store(e) => Problem::from(e),
         })?;
@@ -133,6 +142,26 @@ pub async fn submit(
         Json(record),
     )
         .into_response())
+}
+
+/// What names the host profile of submitted `spec` (before `defaults`
+/// apply), for an admission error about that profile
+/// (`AdmitError::profile_named_by`): the spec's `policy.profile`, or the
+/// server's default for a spec naming none (`Config::profile_key`), which
+/// the submitter would otherwise look for in the spec; `None` when no
+/// profile applies.
+pub fn profile_named_by(defaults: &crate::config::Config, spec: &JobSpec) -> Option<String> {
+    match defaults.profile_key(spec) {
+        Some(key) => Some(format!(
+            "this server's default host profile ({key} in its config file, for a spec naming \
+             none)"
+        )),
+        None => spec
+            .policy
+            .profile
+            .as_ref()
+            .map(|_| "policy.profile".to_owned()),
+    }
 }
 
 /// A status filter's job status; one that is none is refused, naming those

@@ -92,6 +92,7 @@ pub async fn turn(
         .submissions
         .check(&spec, source.as_deref())
         .map_err(|e| Problem::runner(ErrorCode::BadInput, e.to_string()))?;
+    let by = super::jobs::profile_named_by(&state.defaults, &spec);
     let spec = state.defaults.apply(spec);
     let taken = state
         .queue
@@ -105,6 +106,10 @@ pub async fn turn(
         Ok(Turn::Started { id, ended }) => (id, Some(ended)),
         Ok(Turn::Held(id)) => (id, None),
         Err(e) => {
+            let e = match (e, &by) {
+                (TurnError::Admit(e), Some(by)) => TurnError::Admit(e.profile_named_by(by)),
+                (e, _) => e,
+            };
             let mut response = refused(e).into_response();
             if response.status() == axum::http::StatusCode::TOO_MANY_REQUESTS {
                 response

@@ -516,8 +516,9 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
 /// A job the host profile refuses (here its `[network]` maximum, which
 /// the `process` rung cannot enforce, not accepted as degraded) is a 422
 /// with code `policy_refused` and the rule, the detail the CLI's message
-/// but for the spec's file, which only the CLI knows (a stored profile
-/// has none); nothing is recorded. Accepted as degraded, it is queued.
+/// with the spec's file, which only the CLI knows (a stored profile has
+/// none), given as what named the profile (`policy.profile`); nothing is
+/// recorded. Accepted as degraded, it is queued.
 /// Before, it was accepted and ran with nothing enforcing the maximum.
 #[tokio::test]
 async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
@@ -561,7 +562,7 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
                 "type": "urn:paddock:problem:policy_refused",
                 "title": "the host profile refuses the job",
                 "status": 422,
-                "detail": cli_message.replacen(&spec_named, "", 1),
+                "detail": cli_message.replacen(&spec_named, "policy.profile: ", 1),
                 "code": "policy_refused",
                 "rule": "network",
             }),
@@ -571,6 +572,131 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
     job["policy"]["accept_degraded"] = serde_json::json!(["network"]);
     let accepted = server.submit(&job, 0).await;
     assert_eq!(accepted.status().as_u16(), 202, "{}", server.stderr());
+}
+
+/// A server's 422 for a host profile it cannot use, or that refuses the
+/// job, names what named the profile: the server's default
+/// (`host_profile` in its config file) for a spec naming none, which the
+/// submitter cannot see; the spec's `policy.profile` for one naming it.
+/// Here a default profile whose `[network]` maximum the `process` rung
+/// cannot enforce (`policy_refused`, its rule), a default profile that is
+/// nowhere, and a stored profile the spec names whose stored body does
+/// not validate (`bad_input`, both), the codes as they were. Before,
+/// each detail began with the profile alone (`host profile `net`: …`), and
+/// a submitter whose spec named no profile looked for it there.
+#[tokio::test]
+async fn a_host_profile_refusal_names_what_named_the_profile() {
+    use sqlx::Connection as _;
+    let home = Home::new();
+    let net = home.path().join("net.toml");
+    std::fs::write(
+        &net,
+        "id = \"net\"\n[network]\nallow = [\"api.github.com\"]\n",
+    )
+    .unwrap();
+    let added = home
+        .paddock(&["profile", "add", net.to_str().unwrap()], &[])
+        .await;
+    assert!(added.status.success(), "{added:?}");
+    let mut db = sqlx::SqliteConnection::connect(&format!("sqlite://{}", home.db().display()))
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO host_profiles (id, body, updated_at) VALUES ($1, $2, $3)")
+        .bind("bad")
+        .bind(r#"{"id":"bad","max_concurrent_jobs":"many"}"#)
+        .bind("2026-01-01T00:00:00Z")
+        .execute(&mut db)
+        .await
+        .unwrap();
+    db.close().await.unwrap();
+    let job = spec(&home, "T-1", TURN);
+    let mut answers = Vec::new();
+    for (config, args, profile) in [
+        ("host_profile = \"net\"\n", &[][..], None),
+        ("host_profile = \"gone\"\n", &[][..], None),
+        ("", &["--allow-profile", "bad"][..], Some("bad")),
+    ] {
+        home.write_config(config);
+        let server = Server::start(&home, args).await;
+        let mut job = job.clone();
+        if let Some(profile) = profile {
+            job["policy"] = serde_json::json!({ "profile": profile });
+        }
+        let resp = server.submit(&job, 0).await;
+        answers.push((resp.status().as_u16(), body::<Value>(resp).await));
+        if profile.is_none() {
+            // A turn is given the default as a job is.
+            let turn = serde_json::json!({
+                "engine": job["engine"],
+                "upstream": job["upstream"],
+                "input": "Hi.",
+                "files": {"a.txt": "a\n"},
+                "isolation": "process",
+            });
+            let resp = server
+                .client
+                .clone()
+                .post(server.url("/v1/turns"))
+                .header("content-type", "application/json")
+                .body(turn.to_string())
+                .send()
+                .await
+                .unwrap();
+            answers.push((resp.status().as_u16(), body::<Value>(resp).await));
+        }
+    }
+    let default = "this server's default host profile (host_profile in its config file, for a \
+                   spec naming none)";
+    let problem = |code: &str, title: &str, detail: String| {
+        let mut problem = serde_json::json!({
+            "type": format!("urn:paddock:problem:{code}"),
+            "title": title,
+            "status": 422,
+            "detail": detail,
+            "code": code,
+        });
+        if code == "policy_refused" {
+            problem["rule"] = Value::from("network");
+        }
+        (422, problem)
+    };
+    let refused = problem(
+        "policy_refused",
+        "the host profile refuses the job",
+        format!(
+            "job refused before start: {default}: host profile `net`: rule `network` (its \
+             [network] maximum and the deny list) cannot be enforced on the `process` rung: the \
+             job's processes can connect directly, past its egress proxy; the `sandbox` rung \
+             enforces it (docs/egress.md); run the job on a rung that enforces it, or list \
+             `network` in `policy.accept_degraded`"
+        ),
+    );
+    let gone = problem(
+        "bad_input",
+        "the job spec cannot run",
+        format!(
+            "{default}: host profile `gone` is neither in the store nor a preset \
+             (constrained-local, remote-full); save it with `paddock profile add FILE` or name a \
+             profile file"
+        ),
+    );
+    assert_eq!(
+        answers,
+        vec![
+            refused.clone(),
+            refused,
+            gone.clone(),
+            gone,
+            problem(
+                "bad_input",
+                "the job spec cannot run",
+                "policy.profile: host profile `bad`: cannot decode host_profiles.body of bad: \
+                 host profile host_profiles.bad: field `max_concurrent_jobs`: invalid type: \
+                 string \"many\", expected u32 at line 1 column 40"
+                    .to_owned()
+            ),
+        ]
+    );
 }
 
 /// A job whose engine the sandbox could not bind on this server (its
