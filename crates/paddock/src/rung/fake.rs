@@ -67,6 +67,8 @@ pub struct FakeRung {
     /// That set-up failure is one for want of a resource of the host
     /// (`RungError::SandboxShort`).
     pub setup_short: bool,
+    /// What [`Rung::probe`] answers: why no sandbox starts on this host.
+    pub probe: Option<String>,
     /// What [`Rung::probe_afresh`] answers.
     pub afresh: Option<String>,
     /// What of every host profile it cannot enforce.
@@ -95,7 +97,7 @@ impl Rung for FakeRung {
     }
 
     async fn probe(&self) -> Option<String> {
-        None
+        self.probe.clone()
     }
 
     async fn probe_afresh(&self) -> Option<String> {

@@ -154,6 +154,10 @@ pub enum NotHere {
     /// directory, the hook's).
     #[error("{0}")]
     SandboxView(Box<super::sandbox_view::Unbindable>),
+    /// The job asks for the `sandbox` rung and no sandbox starts here
+    /// (`RungError::SandboxUnavailable`, from its admission again here).
+    #[error("{0}")]
+    Rung(RungError),
 }
 
 /// Why a started job could not run to a final record.

@@ -10,7 +10,7 @@
 //! its stored spec under its own id. A claimed job this server may not
 //! run (its `[serve] allow_*`) or cannot (`Runner::runs_here`: its
 //! engine's binary is not found here, or its sandbox here cannot bind its
-//! paths) is passed over before anything of it starts: back in the queue
+//! paths; or it asks for the sandbox and none starts here) is passed over before anything of it starts: back in the queue
 //! with the reason, for a server that may and can. Cancelling a queued job is a
 //! compare-and-set to `cancelled`; a running one is signalled through its
 //! runner's cancel future, or, when another process runs it (another
@@ -42,6 +42,7 @@ use super::slots::{SlotError, Slots};
 use super::submissions::{SubmissionError, Submissions};
 use super::webhooks::Webhooks;
 use crate::reaper::Lease;
+use crate::rung::RungError;
 use crate::runner::{AdmitError, Admitted, AfterError, JobHandle, NotHere, Runner};
 use crate::store::{Owner, SharedStore, StoreError};
 use crate::workspace::inline_source;
@@ -154,7 +155,7 @@ pub enum PassOver {
     MayNot(SubmissionError),
     /// Its host cannot run the job (`Runner::runs_here`: the engine's
     /// binary is not found here, or its sandbox here cannot bind the job's
-    /// paths).
+    /// paths; or the job asks for the sandbox and none starts here).
     Cannot(NotHere),
 }
 
@@ -717,7 +718,14 @@ impl Queue {
         self.submissions
             .check(&spec, None)
             .map_err(|e| Readmit::Refused(e.into()))?;
-        let mut admitted = self.runner.admit(&spec).await.map_err(|e| failed(&e))?;
+        let mut admitted = self.runner.admit(&spec).await.map_err(|e| match e {
+            // A job asking for the sandbox where none starts here: another
+            // server's may.
+            AdmitError::Rung(e @ RungError::SandboxUnavailable { .. }) => {
+                Readmit::Refused(NotHere::Rung(e).into())
+            }
+            e => failed(&e),
+        })?;
         // The next attempt after a prior job follows it again: its session
         // and branch read now, on this host.
         match self.store.job_follows(&record.id).await {

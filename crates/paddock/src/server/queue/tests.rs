@@ -364,3 +364,85 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
         )
     );
 }
+
+/// A job found queued that asks for the `sandbox` rung, claimed by a
+/// server on whose host no sandbox starts (its admission again here
+/// refuses the rung), is passed over for a server whose sandbox starts,
+/// as a job whose engine is not here is: `queued`, no owner, no event,
+/// its reason naming this host and why no sandbox starts. Before, it
+/// failed ("admitted again after a restart, it failed: isolation =
+/// \"sandbox\": this host cannot start Paddock's sandbox: …"), though
+/// another server of the fleet would have run it.
+#[tokio::test]
+async fn a_claimed_sandbox_job_where_no_sandbox_starts_is_passed_over() {
+    let host = Host::new().await;
+    let fake = || {
+        Arc::new(FakeRung::new(FakeEngine {
+            stdout: DONE.iter().map(|s| s.to_string()).collect(),
+            ..FakeEngine::default()
+        }))
+    };
+    let sandbox = |probe: Option<&str>| {
+        Arc::new(FakeRung {
+            sandbox: true,
+            probe: probe.map(str::to_owned),
+            ..FakeRung::new(FakeEngine::default())
+        })
+    };
+    let rungs = |probe: Option<&str>| crate::rung::Rungs {
+        process: fake(),
+        sandbox: sandbox(probe),
+    };
+    // Admitted where a sandbox starts (another server's submission).
+    let elsewhere = host.runner_on(host.store.clone(), rungs(None), host.liveness());
+    let mut spec = host.spec();
+    spec.isolation = paddock_protocol::Isolation::Sandbox;
+    let id = host.enqueue(&elsewhere, &spec).await.id;
+    let runner = host.runner_on(
+        host.store.clone(),
+        rungs(Some("no user namespaces")),
+        host.liveness(),
+    );
+    let queue = Arc::new(Queue::new(
+        host.store.clone(),
+        runner,
+        Hub::default(),
+        1,
+        Vec::new(),
+        Submissions {
+            paths: vec![host.root()],
+            ..Submissions::default()
+        },
+        None,
+    ));
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    for _ in 0..600 {
+        let now = host.store.job(&id).await.unwrap().unwrap();
+        if now.status != JobStatus::Running && now.reason.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let record = host.store.job(&id).await.unwrap().unwrap();
+    let owner = host.store.job_owner(&id).await.unwrap();
+    let events = host.store.events(&id, 0).await.unwrap().len();
+    let me = host.liveness().owner;
+    assert_eq!(
+        (record.status, record.reason, owner, events, host.left()),
+        (
+            JobStatus::Queued,
+            Some(format!(
+                "not run by host {} (jobs directory {}), which cannot run job {id}: isolation = \
+                 \"sandbox\": this host cannot start Paddock's sandbox: no user namespaces \
+                 (`paddock doctor` shows what is missing; `isolation = \"process\"` runs \
+                 unconfined); it stays queued for a server that can",
+                me.name, me.host
+            )),
+            None,
+            0,
+            Vec::<String>::new(),
+        )
+    );
+}
