@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use paddock_sandbox::policy::SYSTEM_RO;
+use paddock_sandbox::policy::{ETC_RO, SYSTEM_RO};
 use paddock_sandbox::{protected_in, Forward, Limits, NetMode, Policy};
 
 use crate::engines::CommandSpec;
@@ -144,6 +144,9 @@ pub enum Source {
     Job,
     /// What the host profile's hook needs (`apply_profile`).
     Hook,
+    /// The system directories and /etc's shared files, bound into every
+    /// view ([`system_bound`]).
+    System,
 }
 
 /// The host paths a sandboxed command's view binds, read-only then
@@ -205,8 +208,9 @@ pub struct Private {
     pub inside_too: bool,
 }
 
-/// The first read-only path of the command's view that would show the job
-/// one of `private`: the path is it or holds it, or (for one
+/// The first read-only path of the command's view (its own, then those
+/// every view has: [`system_bound`]) that would show the job one of
+/// `private`: the path is it or holds it, or (for one
 /// `inside_too`) lies inside it, not within `own` (the job's own
 /// directory, whose profile the hook reads). A bind is read-only, but
 /// read-only is enough to read another job's work and the store, and to
@@ -219,7 +223,8 @@ pub fn shows_private<'a>(
     own: &Path,
 ) -> Option<(Source, PathBuf, &'a Private)> {
     let [ro, _] = bound(spec, paths);
-    ro.into_iter().find_map(|(bind, source)| {
+    let system = system_bound().into_iter().map(|p| (p, Source::System));
+    ro.into_iter().chain(system).find_map(|(bind, source)| {
         private
             .iter()
             .find(|p| {
@@ -228,6 +233,23 @@ pub fn shows_private<'a>(
             })
             .map(|p| (source, bind, p))
     })
+}
+
+/// The host paths every sandbox's view shows read-only, whatever the
+/// job: the system directories (`SYSTEM_RO`: `/usr`, `/opt`, …) and the
+/// shared entries of /etc (`ETC_RO`) that are on this host, as the
+/// helper's planning binds them (`paddock_sandbox::fs::plan`: a link is
+/// made as a link, not followed). A place of Paddock's in one of them
+/// (a jobs directory under `/opt`, a key under `/usr/local/etc`) is in
+/// every job's view.
+fn system_bound() -> Vec<PathBuf> {
+    let etc = ETC_RO.iter().map(|name| Path::new("/etc").join(name));
+    SYSTEM_RO
+        .iter()
+        .map(PathBuf::from)
+        .chain(etc)
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.file_type().is_symlink()))
+        .collect()
 }
 
 /// The sandbox policy for an engine command.
@@ -484,6 +506,62 @@ mod tests {
                 Some((Source::Hook, jobs.join("k/meta"), "jobs".to_string())),
                 Some((Source::Hook, root.join("opt"), "key".to_string())),
                 Some((Source::Hook, key.clone(), "key".to_string())),
+            ]
+        );
+    }
+
+    /// The system directories every view binds are read-only paths of it
+    /// too: a private place under `/usr` (a key under `/usr/local/etc`)
+    /// is found there, whatever the command's own paths; one beside them
+    /// is not.
+    #[test]
+    fn shows_private_finds_a_private_place_in_the_system_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let own = root.join("jobs/j");
+        std::fs::create_dir_all(own.join("meta")).unwrap();
+        let cmd = CommandSpec {
+            program: PathBuf::from("/bin/sh"),
+            args: vec![],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: own.join("work"),
+            stdin: None,
+            protect: vec![],
+        };
+        let paths = SandboxPaths {
+            job_id: "j".into(),
+            work: own.join("work"),
+            home: own.join("home"),
+            tmp: own.join("tmp"),
+            broker_socket: own.join("meta/broker.sock"),
+            egress_socket: None,
+            direct: None,
+            timeout_secs: 1,
+            extra_ro: vec![],
+            extra_rw: vec![],
+            limits: default_limits(),
+            allow_without_cgroups: true,
+            cgroup_root: None,
+            notices: None,
+            hidden: vec![],
+        };
+        let found = |at: &str| {
+            let private = [Private {
+                path: PathBuf::from(at),
+                what: "key".into(),
+                inside_too: false,
+            }];
+            shows_private(&cmd, &paths, &private, &own)
+                .map(|(source, bind, p)| (source, bind, p.what.clone()))
+        };
+        assert_eq!(
+            [
+                found("/usr/local/etc/paddock/key"),
+                found(&root.join("key").display().to_string()),
+            ],
+            [
+                Some((Source::System, PathBuf::from("/usr"), "key".to_string())),
+                None,
             ]
         );
     }

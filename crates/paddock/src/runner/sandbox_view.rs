@@ -17,7 +17,10 @@
 //! runs as, or a file one of the job's credentials is read from; or one
 //! inside Paddock's directories but not the job's own. An engine binary
 //! in such a directory (`engine.binary = "~/codex"` binds the home
-//! directory whole), or a `[jobs]` path holding it, is the way in.
+//! directory whole), or a `[jobs]` path holding it, is the way in; and
+//! the system directories every view binds (`/usr`, `/opt`, /etc's shared
+//! files) are read-only paths of it too: a jobs directory under `/opt`
+//! refuses every sandboxed job.
 
 use std::path::{Path, PathBuf};
 
@@ -95,6 +98,8 @@ enum Whence {
     /// The config file's `[jobs]` (`key` is `jobs.path` or
     /// `jobs.read_only`).
     Tools { key: &'static str },
+    /// The system directories and /etc's shared files every view binds.
+    System,
 }
 
 impl Unbindable {
@@ -148,6 +153,12 @@ impl std::fmt::Display for Unbindable {
                 f,
                 "the sandbox cannot bind the host's tools ({key} in the config file, read-only): \
                  {refused} (name the tools' own directories)"
+            ),
+            Whence::System => write!(
+                f,
+                "the sandbox binds the system directories into every job, read-only (/usr, /bin, \
+                 /sbin, /lib…, /opt and /etc's shared files): {refused} (keep Paddock's \
+                 directories, its user's home and credentials' files out of them)"
             ),
         }
     }
@@ -235,7 +246,9 @@ pub fn check(
         list.iter()
             .any(|p| p.canonicalize().unwrap_or_else(|_| p.clone()) == bind)
     };
-    let tools = if is(&config.tools.path) {
+    let tools = if source == Source::System {
+        None
+    } else if is(&config.tools.path) {
         Some("jobs.path")
     } else if is(&config.tools.read_only) {
         Some("jobs.read_only")
@@ -261,6 +274,7 @@ pub fn check(
                 exe: config.helper_exe.clone(),
                 jobs: config.paths.jobs.clone(),
             },
+            Source::System => Whence::System,
         },
     };
     Err(Box::new(Unbindable {

@@ -354,6 +354,61 @@ async fn a_read_only_path_that_would_show_the_job_what_is_not_its_own_is_refused
     );
 }
 
+/// The system directories every sandbox binds read-only (`/usr`, `/opt`,
+/// /etc's shared files) are read-only paths of every job's view: a place
+/// no such path may show that lies in one of them is refused at
+/// admission as the job's own paths are, naming the system bind, before
+/// any record or workspace exists. Here the home directory of the user
+/// Paddock runs as is under `/usr` (a service user's, as Fedora's apache
+/// has `/usr/share/httpd`; a jobs directory under `/opt`, a key under
+/// `/usr/local/etc`: the same). Before, the check looked at the engine's,
+/// the tools' and the hook's paths alone, and the job ran with that home
+/// in its view.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_place_inside_the_system_directories_is_refused() {
+    let inside = std::path::Path::new("/usr/share");
+    if !paddock_test_support::prelude::sandbox_available()
+        || !std::fs::symlink_metadata(inside).is_ok_and(|m| m.is_dir())
+    {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("HOME", "/usr/share")],
+        )
+        .await;
+    let got = (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+        home.store().await.jobs(10).await.unwrap().len(),
+        // Job directories: none (the jobs directory's own files aside).
+        std::fs::read_dir(home.jobs())
+            .map(|d| {
+                d.map(|e| e.unwrap())
+                    .filter(|e| e.file_type().unwrap().is_dir())
+                    .count()
+            })
+            .unwrap_or(0),
+    );
+    assert_eq!(
+        got,
+        (
+            Some(2),
+            "paddock: job refused before start: the sandbox binds the system directories into \
+             every job, read-only (/usr, /bin, /sbin, /lib…, /opt and /etc's shared files): /usr \
+             would show the job, read-only, what is not its own: it holds /usr/share (the home \
+             directory of the user Paddock runs as, with its keys and credentials) (keep \
+             Paddock's directories, its user's home and credentials' files out of them)\n"
+                .to_string(),
+            0,
+            0
+        )
+    );
+}
+
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
 /// without a host profile: a stand-in engine forking sleepers is stopped
 /// short of it (the helper's threads, PID 1 and the shell count too). The
