@@ -118,7 +118,11 @@ async fn case(fault: Fault, rung: &'static str, engine: &'static str) -> Vec<Str
             SCRIPTED,
             Some("[[turn]]\ntext = \"hi\"\n"),
         );
-        let script = home.path().join("engine.sh");
+        // In a directory of its own: the sandbox refuses an engine whose
+        // directory holds the jobs directory (docs/sandbox.md).
+        let bin = home.path().join("fakebin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let script = bin.join("engine.sh");
         paddock_test_support::script::write_script(
             &script,
             &format!("#!/bin/sh\n{}\n", stand_in(fault)),
