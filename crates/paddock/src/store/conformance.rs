@@ -65,6 +65,7 @@ macro_rules! conformance_suite {
             owned_jobs_renew_their_heartbeat_only_while_theirs,
             a_claim_records_its_owner_and_heartbeat,
             a_claimer_puts_back_what_it_may_not_run_and_passes_it_over,
+            a_claim_passes_over_more_jobs_than_a_statement_has_parameters,
             a_cancel_asked_is_announced_to_the_subscribers,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             retried_reclaims_and_unclaims_know_their_own_commit,
@@ -1678,6 +1679,41 @@ pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
         ("q1", vec![from_queue])
     );
     assert!(store.heartbeat("q1", &owner.host, at).await.unwrap());
+}
+
+/// A claimer passes over as many jobs as it was given back (a server
+/// passes over every job its host cannot run, as many as are submitted):
+/// 70,000 ids, past SQLite's most parameters of a statement (32766) and
+/// PostgreSQL's (65535), and the claim takes the next job. Before, each id
+/// was a parameter of its own and every claim failed past them: the
+/// server claimed nothing more.
+pub(crate) async fn a_claim_passes_over_more_jobs_than_a_statement_has_parameters(
+    store: &dyn Store,
+) {
+    let a = host("alpha");
+    let at = datetime!(2026-12-02 05:00:01 UTC);
+    for (id, ticket, offset) in [("q1", "T-1", 0), ("q2", "T-2", 1)] {
+        store
+            .enqueue_job(&queued(id, ticket, offset), "{}", 0, None)
+            .await
+            .unwrap();
+    }
+    let mut skip: Vec<String> = (0..70_000).map(|i| format!("job-gone-{i}")).collect();
+    skip.push("q1".to_owned());
+    let claimed = store
+        .claim_job(&[], &a, at, &skip)
+        .await
+        .map(|j| j.map(|j| j.id));
+    assert_eq!(
+        (
+            claimed.map_err(|e| e.to_string()),
+            store
+                .claim_job(&[], &a, at, &skip)
+                .await
+                .map_err(|e| e.to_string())
+        ),
+        (Ok(Some("q2".to_owned())), Ok(None))
+    );
 }
 
 /// A claimer that may not run the job it claimed puts it back in the

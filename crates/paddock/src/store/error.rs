@@ -145,6 +145,13 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The ids a claim passes over could not be written as its JSON
+    /// parameter.
+    #[error("cannot write the ids the claim passes over")]
+    SkipList {
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("cannot append event {seq} of job {job_id}")]
     AppendEvent {
         job_id: String,

@@ -13,11 +13,14 @@ use time::OffsetDateTime;
 use super::{PgStore, StoreError};
 use crate::store::sqlite::codec::RowRef;
 use crate::store::sqlite::jobs::{JobRow, SELECT};
-use crate::store::sqlite::queue::{claim_sql, every_status};
+use crate::store::sqlite::queue::{claim_sql, every_status, skipped_json};
 use crate::store::{JobQuery, Lane, Owner};
 
 /// The advisory lock key the claims share (`paddock` in ASCII).
 const CLAIM_LOCK: i64 = 0x0070_6164_646f_636b;
+
+/// The ids of a claim's JSON array parameter (`claim_sql`).
+const SKIPPED: &str = "SELECT jsonb_array_elements_text({}::jsonb)";
 
 /// A queued row's task type: its spec's `ticket.type`, `chore` when absent.
 const TASK_TYPE: &str = "COALESCE(q.spec_json::jsonb #>> '{ticket,type}', 'chore')";
@@ -31,7 +34,13 @@ impl PgStore {
         at: OffsetDateTime,
         skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        let sql = claim_sql(lanes, skip.len(), TASK_TYPE, " FOR UPDATE SKIP LOCKED");
+        let sql = claim_sql(
+            lanes,
+            !skip.is_empty(),
+            TASK_TYPE,
+            SKIPPED,
+            " FOR UPDATE SKIP LOCKED",
+        );
         let heartbeat = RowRef::new("jobs", "claimed".to_owned()).time("heartbeat_at", at)?;
         let claim_error = |source| StoreError::ClaimJob { source };
         let mut tx = self.pool.begin().await.map_err(claim_error)?;
@@ -49,8 +58,8 @@ impl PgStore {
                 query = query.bind(value);
             }
         }
-        for id in skip {
-            query = query.bind(id);
+        if !skip.is_empty() {
+            query = query.bind(skipped_json(skip)?);
         }
         let claimed = query.fetch_optional(&mut *tx).await.map_err(claim_error)?;
         tx.commit().await.map_err(claim_error)?;

@@ -37,7 +37,13 @@ impl SqliteStore {
         at: OffsetDateTime,
         skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        let sql = claim_sql(lanes, skip.len(), SQLITE_TASK_TYPE, "");
+        let sql = claim_sql(
+            lanes,
+            !skip.is_empty(),
+            SQLITE_TASK_TYPE,
+            SQLITE_SKIPPED,
+            "",
+        );
         let heartbeat = RowRef::new("jobs", "claimed".to_owned()).time("heartbeat_at", at)?;
         let mut query = sqlx::query_scalar::<_, String>(&sql)
             .bind(owner.host.as_str())
@@ -48,8 +54,8 @@ impl SqliteStore {
                 query = query.bind(value);
             }
         }
-        for id in skip {
-            query = query.bind(id);
+        if !skip.is_empty() {
+            query = query.bind(skipped_json(skip)?);
         }
         let claimed = query
             .fetch_optional(&self.pool)
@@ -109,15 +115,20 @@ impl SqliteStore {
 
 /// The claim's `UPDATE` (module text): the owner's host, name and
 /// heartbeat (also the claim's time, `claimed_at`) are `$1`-`$3`, each
-/// lane's lists the parameters after them, then the `skip` ids passed
-/// over,
+/// lane's lists the parameters after them, then, when it `skip`s any, the
+/// ids passed over as one parameter, a JSON array (`skipped_json`) that
+/// `skipped` (the backend's query of the ids in it, `{}` the parameter)
+/// reads: one parameter each would fail the claim past the backend's
+/// most (SQLite's 32766, PostgreSQL's 65535), and a server passes over
+/// every job its host cannot run, as many as are submitted;
 /// `task_type` the backend's expression of a queued row's task type and
 /// `lock` what follows the candidate's `LIMIT 1` (PostgreSQL's
 /// `FOR UPDATE SKIP LOCKED`).
 pub(in crate::store) fn claim_sql(
     lanes: &[Lane],
-    skip: usize,
+    skip: bool,
     task_type: &str,
+    skipped: &str,
     lock: &str,
 ) -> String {
     let mut n = 3;
@@ -126,11 +137,10 @@ pub(in crate::store) fn claim_sql(
         format!("${n}")
     };
     let filter = lanes_filter(lanes, task_type, &mut param);
-    let skip = if skip == 0 {
-        String::new()
+    let skip = if skip {
+        format!(" AND q.id NOT IN ({})", skipped.replace("{}", &param()))
     } else {
-        let ids: Vec<String> = (0..skip).map(|_| param()).collect();
-        format!(" AND q.id NOT IN ({})", ids.join(", "))
+        String::new()
     };
     format!(
         "UPDATE jobs SET status = 'running', owner_host = $1, owner_name = $2, \
@@ -156,6 +166,15 @@ pub(in crate::store) fn every_status(rows: &[(String, i64)]) -> Vec<(JobStatus, 
             (status, n)
         })
         .collect()
+}
+
+/// SQLite's query of the ids of a JSON array parameter (`claim_sql`).
+const SQLITE_SKIPPED: &str = "SELECT value FROM json_each({})";
+
+/// The ids a claim passes over as the JSON array its one parameter is
+/// (`claim_sql`).
+pub(in crate::store) fn skipped_json(skip: &[String]) -> Result<String, StoreError> {
+    serde_json::to_string(skip).map_err(|source| StoreError::SkipList { source })
 }
 
 /// How a backend's SQL names a queued row's task type (its ticket's
