@@ -171,13 +171,20 @@ impl From<NotHere> for PassOver {
     }
 }
 
+/// The most of why a server passes a job over that the job's reason
+/// keeps, in bytes (its end, which says what to do, after `…`): the
+/// spec's paths and URLs are in it, as long as a submitter makes them
+/// (a request body is up to 2 MiB), and every list of jobs carries it.
+const WHY_MAX: usize = 1500;
+
 /// The reason a queued job carries once server `me` passed it over for
-/// `why`.
+/// `why` (at most [`WHY_MAX`] bytes of it).
 pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
-    let (not, can, why): (&str, &str, &dyn std::fmt::Display) = match why {
-        PassOver::MayNot(refused) => ("may not", "may", refused),
-        PassOver::Cannot(cannot) => ("cannot", "can", cannot),
+    let (not, can, why) = match why {
+        PassOver::MayNot(refused) => ("may not", "may", refused.to_string()),
+        PassOver::Cannot(cannot) => ("cannot", "can", cannot.to_string()),
     };
+    let why = crate::output::keep_end(&why, WHY_MAX);
     format!(
         "not run by host {} (jobs directory {}), which {not} run job {id}: {why}; it stays \
          queued for a server that {can}",

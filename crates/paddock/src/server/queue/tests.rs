@@ -446,3 +446,31 @@ async fn a_claimed_sandbox_job_where_no_sandbox_starts_is_passed_over() {
         )
     );
 }
+
+/// Why a server passes a job over is kept to its last [`WHY_MAX`] bytes
+/// in the job's reason (what to do), the server and the job named whole:
+/// a submitted spec's path of 100,000 characters made a reason that long
+/// on the record every list of jobs carries.
+#[test]
+fn a_passed_over_reason_keeps_the_end_of_a_long_why() {
+    let owner = Owner {
+        host: "3f9c".into(),
+        name: "b-1".into(),
+    };
+    let refused = PassOver::MayNot(crate::server::submissions::SubmissionError::Path {
+        field: "repository.path".into(),
+        path: std::path::PathBuf::from(format!("/srv/{}", "x".repeat(100_000))),
+        allowed: "/srv/ok".into(),
+    });
+    let end = " is a path on this server outside the directories a submitted spec may name \
+               (/srv/ok); the server allows a directory with `[serve] allow_paths` or `paddock \
+               serve --allow-path DIR`";
+    let tail = "x".repeat(WHY_MAX - end.len());
+    assert_eq!(
+        passed_over_reason("job-1", &owner, &refused),
+        format!(
+            "not run by host b-1 (jobs directory 3f9c), which may not run job job-1: \
+             …{tail}{end}; it stays queued for a server that may"
+        )
+    );
+}
