@@ -358,6 +358,28 @@ fn engine_dirs(spec: &CommandSpec) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// The paths of job `j` whose directory is `own` (work, home and tmp
+    /// in it), with `extra_ro` read-only besides.
+    fn job_paths(own: &Path, extra_ro: Vec<PathBuf>) -> SandboxPaths {
+        SandboxPaths {
+            job_id: "j".into(),
+            work: own.join("work"),
+            home: own.join("home"),
+            tmp: own.join("tmp"),
+            broker_socket: own.join("meta/broker.sock"),
+            egress_socket: None,
+            direct: None,
+            timeout_secs: 1,
+            extra_ro,
+            extra_rw: vec![],
+            limits: default_limits(),
+            allow_without_cgroups: true,
+            cgroup_root: None,
+            notices: None,
+            hidden: vec![],
+        }
+    }
+
     /// The first path the sandbox's planning would refuse, with where it
     /// comes from: the engine's directory (a binary directly in /tmp),
     /// the job's own (a jobs directory under /proc), the hook's; none
@@ -374,23 +396,7 @@ mod tests {
             stdin: None,
             protect: vec![],
         };
-        let paths = |jobs: &Path, extra_ro: Vec<PathBuf>| SandboxPaths {
-            job_id: "j".into(),
-            work: jobs.join("j/work"),
-            home: jobs.join("j/home"),
-            tmp: jobs.join("j/tmp"),
-            broker_socket: jobs.join("j/meta/broker.sock"),
-            egress_socket: None,
-            direct: None,
-            timeout_secs: 1,
-            extra_ro,
-            extra_rw: vec![],
-            limits: default_limits(),
-            allow_without_cgroups: true,
-            cgroup_root: None,
-            notices: None,
-            hidden: vec![],
-        };
+        let paths = |jobs: &Path, extra_ro: Vec<PathBuf>| job_paths(&jobs.join("j"), extra_ro);
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let found = |cmd: &CommandSpec, paths: &SandboxPaths| {
@@ -467,23 +473,7 @@ mod tests {
             stdin: None,
             protect: vec![],
         };
-        let paths = |extra_ro: Vec<PathBuf>| SandboxPaths {
-            job_id: "j".into(),
-            work: own.join("work"),
-            home: own.join("home"),
-            tmp: own.join("tmp"),
-            broker_socket: own.join("meta/broker.sock"),
-            egress_socket: None,
-            direct: None,
-            timeout_secs: 1,
-            extra_ro,
-            extra_rw: vec![],
-            limits: default_limits(),
-            allow_without_cgroups: true,
-            cgroup_root: None,
-            notices: None,
-            hidden: vec![],
-        };
+        let paths = |extra_ro: Vec<PathBuf>| job_paths(&own, extra_ro);
         let found = |extra: Vec<PathBuf>| {
             shows_private(&cmd, &paths(extra), &private, &own)
                 .map(|(source, bind, p)| (source, bind, p.what.clone()))
@@ -528,23 +518,7 @@ mod tests {
             stdin: None,
             protect: vec![],
         };
-        let paths = SandboxPaths {
-            job_id: "j".into(),
-            work: own.join("work"),
-            home: own.join("home"),
-            tmp: own.join("tmp"),
-            broker_socket: own.join("meta/broker.sock"),
-            egress_socket: None,
-            direct: None,
-            timeout_secs: 1,
-            extra_ro: vec![],
-            extra_rw: vec![],
-            limits: default_limits(),
-            allow_without_cgroups: true,
-            cgroup_root: None,
-            notices: None,
-            hidden: vec![],
-        };
+        let paths = job_paths(&own, vec![]);
         let found = |at: &str| {
             let private = [Private {
                 path: PathBuf::from(at),

@@ -30,6 +30,31 @@ fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf 
     paddock_test_support::jobs::stand_in_job(home.path(), rung, script, 1)
 }
 
+/// `paddock run --json SPEC` with `env` in `home`, for a job admission
+/// refuses: its exit code, its stderr, the jobs in the store and the job
+/// directories made (the jobs directory's own files aside).
+async fn run_refused(
+    home: &Home,
+    spec: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, usize, usize) {
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], env)
+        .await;
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+        home.store().await.jobs(10).await.unwrap().len(),
+        std::fs::read_dir(home.jobs())
+            .map(|d| {
+                d.map(|e| e.unwrap())
+                    .filter(|e| e.file_type().unwrap().is_dir())
+                    .count()
+            })
+            .unwrap_or(0),
+    )
+}
+
 async fn daemon_survives(sandbox: bool) -> bool {
     let home = Home::new();
     let spec = stand_in_job(
@@ -188,20 +213,7 @@ async fn an_engine_the_sandbox_cannot_bind_is_refused_before_the_job_exists() {
             text.replace(&pinned, &format!("binary = \"{}\"", engine.display())),
         )
         .unwrap();
-        let out = home
-            .paddock(&["run", "--json", placed.to_str().unwrap()], &[])
-            .await;
-        got.push((
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-            home.store().await.jobs(10).await.unwrap().len(),
-            // No job's directory (the jobs directory's own files aside).
-            std::fs::read_dir(home.jobs())
-                .unwrap()
-                .map(|e| e.unwrap())
-                .filter(|e| e.file_type().unwrap().is_dir())
-                .count(),
-        ));
+        got.push(run_refused(&home, &placed, &[]).await);
         want.push((
             Some(2),
             format!(
@@ -287,21 +299,7 @@ async fn a_read_only_path_that_would_show_the_job_what_is_not_its_own_is_refused
         std::fs::create_dir_all(&data).unwrap();
         home.write_config(&config.replace("DATA", &data.display().to_string()));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let out = home
-            .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
-            .await;
-        got.push((
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-            home.store().await.jobs(10).await.unwrap().len(),
-            std::fs::read_dir(home.jobs())
-                .map(|d| {
-                    d.map(|e| e.unwrap())
-                        .filter(|e| e.file_type().unwrap().is_dir())
-                        .count()
-                })
-                .unwrap_or(0),
-        ));
+        got.push(run_refused(&home, spec, &env).await);
     }
     let root = home.path().canonicalize().unwrap();
     let fakebin = fakebin.canonicalize().unwrap();
@@ -374,25 +372,7 @@ async fn a_private_place_inside_the_system_directories_is_refused() {
     }
     let home = Home::new();
     let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
-    let out = home
-        .paddock(
-            &["run", "--json", spec.to_str().unwrap()],
-            &[("HOME", "/usr/share")],
-        )
-        .await;
-    let got = (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-        home.store().await.jobs(10).await.unwrap().len(),
-        // Job directories: none (the jobs directory's own files aside).
-        std::fs::read_dir(home.jobs())
-            .map(|d| {
-                d.map(|e| e.unwrap())
-                    .filter(|e| e.file_type().unwrap().is_dir())
-                    .count()
-            })
-            .unwrap_or(0),
-    );
+    let got = run_refused(&home, &spec, &[("HOME", "/usr/share")]).await;
     assert_eq!(
         got,
         (
