@@ -389,6 +389,53 @@ async fn a_private_place_inside_the_system_directories_is_refused() {
     );
 }
 
+/// The home directory of the user Paddock runs as is its passwd entry's
+/// as well as `HOME`'s: with `HOME` set elsewhere, a `[jobs] read_only`
+/// path that is the passwd entry's home (root's `/root` in CI) is refused
+/// at admission all the same, naming it. Before, only `HOME` was looked
+/// at, and the real home, its keys with it, was bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_real_home_is_refused_whatever_home_says() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let user = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap();
+    let real = user.dir.canonicalize().ok().filter(|d| d.is_dir());
+    let Some(real) = real else {
+        // Not a prerequisite of the host: a user without a home (nobody's
+        // /nonexistent) has none to protect.
+        eprintln!(
+            "skipped: the user's passwd home {} is not a directory here",
+            user.dir.display()
+        );
+        return;
+    };
+    let home = Home::new();
+    let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
+    let elsewhere = home.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    home.write_config(&format!("[jobs]\nread_only = [\"{}\"]\n", real.display()));
+    let got = run_refused(&home, &spec, &[("HOME", elsewhere.to_str().unwrap())]).await;
+    assert_eq!(
+        got,
+        (
+            Some(2),
+            format!(
+                "paddock: job refused before start: the sandbox cannot bind the host's tools \
+                 (jobs.read_only in the config file, read-only): {real} would show the job, \
+                 read-only, what is not its own: it is {real} (the home directory of the user \
+                 Paddock runs as, with its keys and credentials) (name the tools' own \
+                 directories)\n",
+                real = real.display()
+            ),
+            0,
+            0
+        )
+    );
+}
+
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
 /// without a host profile: a stand-in engine forking sleepers is stopped
 /// short of it (the helper's threads, PID 1 and the shell count too). The
