@@ -542,6 +542,7 @@ pub fn runner_config(
             std::env::var_os(paddock::runner::DISK_RESERVE_ENV).as_deref(),
         ),
         tools: Default::default(),
+        host_secrets: Vec::new(),
     })
 }
 

@@ -258,6 +258,7 @@ pub async fn exec(
         paddock::runner::RunnerConfig {
             host_profile: defaults.host_profile.clone(),
             tools: super::run::job_tools(&defaults.jobs)?,
+            host_secrets: secret_files(&config),
             ..super::run::runner_config(paths, host_dir, prices, liveness)?
         },
     )
@@ -282,6 +283,32 @@ pub async fn exec(
     store.close().await;
     errln!("paddock: stopped");
     Ok(exit::DONE)
+}
+
+/// The files of the server's own secrets (its `allow_refs` and
+/// `webhook_secret` `file:` references), each with the setting naming
+/// it: no sandboxed job's read-only path may show them
+/// (`RunnerConfig::host_secrets`), whichever job names them.
+fn secret_files(config: &ServeConfig) -> Vec<(String, std::path::PathBuf)> {
+    let named = config
+        .submissions
+        .refs
+        .iter()
+        .map(|r| ("the server's allow_refs", r))
+        .chain(
+            config
+                .webhook_secret
+                .iter()
+                .map(|r| ("the server's webhook_secret", r)),
+        );
+    named
+        .filter_map(
+            |(what, reference)| match paddock_protocol::KeyRef::parse(reference) {
+                Ok(paddock_protocol::KeyRef::File(path)) => Some((what.to_string(), path)),
+                Ok(paddock_protocol::KeyRef::Env(_)) | Err(_) => None,
+            },
+        )
+        .collect()
 }
 
 /// The completion webhooks the settings ask for (a URL needs a secret).

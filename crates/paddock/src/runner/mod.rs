@@ -102,6 +102,11 @@ pub struct RunnerConfig {
     pub disk_reserve: u64,
     /// The host's tools every job gets (the config file's `[jobs]`).
     pub tools: JobTools,
+    /// Files of the host's own secrets that no sandboxed job's read-only
+    /// path may show (`sandbox_view::private_places`), each with the
+    /// setting that names it: a server's `allow_refs` and `webhook_secret`
+    /// `file:` references (docs/sandbox.md).
+    pub host_secrets: Vec<(String, PathBuf)>,
 }
 
 /// The host's tools installed outside the system directories that every

@@ -335,6 +335,13 @@ fn private_places(
             "Paddock's store: every job's record, events and ledger",
         ));
     }
+    for (setting, path) in &config.host_secrets {
+        places.push(launcher::Private {
+            path: real(path),
+            what: format!("the file {setting} is read from"),
+            inside_too: false,
+        });
+    }
     for (field, reference) in credential_files(spec, policy) {
         if let KeyRef::File(path) = reference {
             places.push(launcher::Private {

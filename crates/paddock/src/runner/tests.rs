@@ -177,6 +177,7 @@ impl Host {
                 host_profile: None,
                 disk_reserve: 0,
                 tools: Default::default(),
+                host_secrets: Vec::new(),
             },
             rungs,
         )

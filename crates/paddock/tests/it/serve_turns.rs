@@ -721,3 +721,47 @@ async fn a_turn_whose_key_is_not_there_is_refused_naming_upstream_key() {
     assert_eq!(jobs["jobs"], json!([]));
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+/// A file of the server's own secrets (an `allow_refs` `file:` reference,
+/// which any job may name, or its webhook secret) is a place no sandboxed
+/// job's read-only path may show, whichever job names it: a turn whose
+/// view would bind the directory holding one (the config file's `[jobs]
+/// read_only`) is refused naming it. Before, only the job's own
+/// credentials were looked at, and another job's key was in its view.
+#[tokio::test]
+async fn a_turn_whose_view_would_show_a_servers_secret_is_refused() {
+    if !sandbox_available() || engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let keys = home.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let key = keys.join("other.key");
+    std::fs::write(&key, "sk-not-this-jobs").unwrap();
+    home.write_config(&format!("[jobs]\nread_only = [\"{}\"]\n", keys.display()));
+    let reference = format!("file:{}", key.display());
+    let server = Server::start(&home, &["--allow-ref", &reference]).await;
+    let mut turn = request("codex", &one_answer(&home));
+    turn["isolation"] = json!("sandbox");
+    let resp = post_turn(&server, &turn, false).await;
+    let status = resp.status().as_u16();
+    let problem: Value = body(resp).await;
+    let keys = keys.canonicalize().unwrap();
+    assert_eq!(
+        (status, problem["code"].clone(), problem["detail"].clone()),
+        (
+            422,
+            json!("bad_input"),
+            json!(format!(
+                "job refused before start: the sandbox cannot bind the host's tools \
+                 (jobs.read_only in the config file, read-only): {} would show the job, \
+                 read-only, what is not its own: it holds {} (the file the server's allow_refs \
+                 is read from) (name the tools' own directories)",
+                keys.display(),
+                keys.join("other.key").display()
+            ))
+        )
+    );
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
+    assert_eq!(jobs["jobs"], json!([]));
+}
