@@ -195,16 +195,17 @@ pub fn unbindable(
 /// A place of the host that no read-only path of a job's view may show
 /// ([`shows_private`]): Paddock's own directories (every job's
 /// workspace and sockets, the store, the artifacts), the home directory
-/// of the user Paddock runs as (its keys), a file a credential of the job
-/// is read from.
+/// of the user Paddock runs as and the stores of keys and tokens in it
+/// (`runner/user_home.rs`), a file a credential of the job is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Private {
     pub path: PathBuf,
     /// What it holds, for the refusal to say.
     pub what: String,
     /// A path inside it is refused too (Paddock's own directories: another
-    /// job's directory, the store's); not inside a home directory, where
-    /// the engines and tools are installed (`~/.nvm`, `~/.cargo/bin`).
+    /// job's directory, the store's; a directory of keys, `~/.ssh`); not
+    /// inside a home directory, where the engines and tools are installed
+    /// (`~/.nvm`, `~/.cargo/bin`), nor an engine's home (`~/.claude/local`).
     pub inside_too: bool,
 }
 

@@ -38,6 +38,7 @@ mod teardown;
 #[cfg(test)]
 pub(crate) mod tests;
 mod unlinked;
+mod user_home;
 pub mod warnings;
 
 use std::ffi::OsString;

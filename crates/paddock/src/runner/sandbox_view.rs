@@ -287,8 +287,8 @@ pub fn check(
 /// The places of this host no read-only path of job `spec`'s view may
 /// show (`launcher::shows_private`): Paddock's jobs directory, store,
 /// artifacts and host directory (and no path inside them but the job's
-/// own), the home directory of the user Paddock runs as (`HOME`, and its
-/// passwd entry's: [`user_homes`]), and
+/// own), the home directories of the user Paddock runs as and the stores
+/// of keys and tokens inside them (`user_home.rs`), and
 /// each file a credential of the job or of its host profile is read from
 /// (`file:` references).
 fn private_places(
@@ -302,19 +302,7 @@ fn private_places(
         what: what.to_string(),
         inside_too: true,
     };
-    let passwd = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.dir);
-    let mut places: Vec<launcher::Private> = user_homes(std::env::var_os("HOME"), passwd)
-        .into_iter()
-        .map(|home| launcher::Private {
-            path: real(&home),
-            what: "the home directory of the user Paddock runs as, with its keys and credentials"
-                .to_string(),
-            inside_too: false,
-        })
-        .collect();
+    let mut places: Vec<launcher::Private> = super::user_home::private_places();
     places.extend([
         own(
             &config.paths.jobs,
@@ -352,21 +340,6 @@ fn private_places(
         }
     }
     places
-}
-
-/// The home directories of the user Paddock runs as: `HOME` (`env`),
-/// and its passwd entry's (`passwd`) when that is another, since a `HOME`
-/// set elsewhere (or unset) leaves the real one, with its keys, where it
-/// is. An empty or relative one is none.
-fn user_homes(env: Option<std::ffi::OsString>, passwd: Option<PathBuf>) -> Vec<PathBuf> {
-    let mut homes: Vec<PathBuf> = env
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(passwd)
-        .filter(|h| h.is_absolute())
-        .collect();
-    homes.dedup();
-    homes
 }
 
 /// Every credential reference of the job: its spec's and its host
@@ -413,35 +386,4 @@ fn credential_files<'a>(
         }));
     }
     refs
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `HOME` and the passwd entry's home are both kept when they differ,
-    /// one when they are the same; an empty or relative one is none.
-    #[test]
-    fn the_users_homes_are_homes_and_its_passwd_entrys() {
-        let os = |s: &str| Some(std::ffi::OsString::from(s));
-        let path = |s: &str| Some(PathBuf::from(s));
-        assert_eq!(
-            [
-                user_homes(os("/tmp/elsewhere"), path("/home/me")),
-                user_homes(os("/home/me"), path("/home/me")),
-                user_homes(None, path("/home/me")),
-                user_homes(os(""), path("/home/me")),
-                user_homes(os("rel"), None),
-                user_homes(None, None),
-            ],
-            [
-                vec![PathBuf::from("/tmp/elsewhere"), PathBuf::from("/home/me")],
-                vec![PathBuf::from("/home/me")],
-                vec![PathBuf::from("/home/me")],
-                vec![PathBuf::from("/home/me")],
-                vec![],
-                vec![],
-            ]
-        );
-    }
 }

@@ -436,6 +436,77 @@ async fn the_real_home_is_refused_whatever_home_says() {
     );
 }
 
+/// The stores of keys and tokens inside the user's home are private too
+/// (`runner/user_home.rs`), where the home was private only as a whole: a
+/// `[jobs] read_only` path holding `~/.config/gcloud`, or inside `~/.ssh`,
+/// is refused at admission naming the store, nothing recorded or made; a
+/// path elsewhere in the home, beside them, is bound and the job runs.
+/// Before, both refused paths were bound and the job read the keys.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_key_stores_inside_the_home_are_refused() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let user = home.path().join("user");
+    for dir in [".config/gcloud", ".ssh/config.d", ".config/tool"] {
+        std::fs::create_dir_all(user.join(dir)).unwrap();
+    }
+    std::fs::write(user.join(".ssh/id_ed25519"), "key").unwrap();
+    let user = user.canonicalize().unwrap();
+    let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
+    let env = [("HOME", user.to_str().unwrap())];
+    let refused = |bind: &str, how: &str, place: &str, what: &str| {
+        (
+            Some(2),
+            format!(
+                "paddock: job refused before start: the sandbox cannot bind the host's tools \
+                 (jobs.read_only in the config file, read-only): {bind} would show the job, \
+                 read-only, what is not its own: {how} {place} ({what}, ~/{rel} of the user \
+                 Paddock runs as) (name the tools' own directories)\n",
+                bind = user.join(bind).display(),
+                place = user.join(place).display(),
+                rel = place,
+            ),
+            0,
+            0,
+        )
+    };
+    let mut got = Vec::new();
+    for bind in [".config", ".ssh/config.d"] {
+        home.write_config(&format!(
+            "[jobs]\nread_only = [\"{}\"]\n",
+            user.join(bind).display()
+        ));
+        got.push(run_refused(&home, &spec, &env).await);
+    }
+    assert_eq!(
+        got,
+        vec![
+            refused(
+                ".config",
+                "it holds",
+                ".config/gcloud",
+                "Google Cloud credentials"
+            ),
+            refused(".ssh/config.d", "it is inside", ".ssh", "SSH keys"),
+        ]
+    );
+    home.write_config(&format!(
+        "[jobs]\nread_only = [\"{}\"]\n",
+        user.join(".config/tool").display()
+    ));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    assert_eq!(
+        (out.status.code(), record(&out).status),
+        (Some(0), JobStatus::Done),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
 /// without a host profile: a stand-in engine forking sleepers is stopped
 /// short of it (the helper's threads, PID 1 and the shell count too). The
