@@ -672,6 +672,97 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
     assert_eq!(policy, want.iter().collect::<Vec<_>>());
 }
 
+/// Settings the job writes cannot switch Paddock's hook off: Claude Code
+/// merges the repository's `.claude/settings.json` and
+/// `.claude/settings.local.json` below Paddock's `--settings`, and either
+/// one's `disableAllHooks` or an `env` turning on its bare mode
+/// (`CLAUDE_CODE_SIMPLE`) skipped the hook, so `bash -lc 'RULE'`, which
+/// only the hook catches, ran with no denial reported (before: the file was
+/// made, no `policy` event); on both rungs, each setting on its own and
+/// both together, the command does not run and its denial is the one event.
+#[tokio::test]
+async fn claude_a_repositorys_settings_do_not_switch_the_hook_off() {
+    if paddock_test_support::prelude::engine("claude").is_none() {
+        return;
+    }
+    let disable = r#"{"disableAllHooks": true}"#;
+    let bare = r#"{"env": {"CLAUDE_CODE_SIMPLE": "1", "CLAUDE_CODE_SAFE_MODE": "1"}}"#;
+    let mut cases = vec![
+        ("process", vec![("settings.json", disable)]),
+        ("process", vec![("settings.local.json", bare)]),
+    ];
+    if paddock_test_support::prelude::sandbox_available() {
+        cases.push((
+            "sandbox",
+            vec![("settings.json", bare), ("settings.local.json", disable)],
+        ));
+    }
+    let rule = "touch denied.txt";
+    let tried = format!("bash -lc '{rule}'");
+    let mut seen = Vec::new();
+    for (rung, files) in &cases {
+        let home = Home::new();
+        let repo = repo(home.path());
+        std::fs::create_dir_all(repo.join(".claude")).unwrap();
+        for (name, text) in files {
+            commit_file(
+                &repo,
+                &format!(".claude/{name}"),
+                text,
+                "the project's settings",
+            );
+        }
+        let mut scenario = trying(std::slice::from_ref(&tried));
+        scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+        std::fs::write(
+            home.path().join("profile.json"),
+            serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
+        )
+        .unwrap();
+        let spec = paddock_test_support::prelude::job(
+            home.path(),
+            "claude",
+            &repo,
+            SCRIPTED,
+            Some(&scenario),
+        );
+        on_rung(&spec, rung);
+        with_policy(&spec, "profile = \"profile.json\"\n");
+        let out = home
+            .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        assert_eq!(
+            rec.status,
+            JobStatus::Done,
+            "{rung} {files:?}: {}",
+            stderr(&out)
+        );
+        let work = home.jobs().join(&rec.id).join("work");
+        let events = home.store().await.events(&rec.id, 0).await.unwrap();
+        let policy: Vec<EventBody> = events
+            .into_iter()
+            .map(|e| e.body)
+            .filter(|b| matches!(b, EventBody::Policy { .. }))
+            .collect();
+        seen.push((
+            *rung,
+            files.clone(),
+            work.join("denied.txt").exists(),
+            policy,
+        ));
+    }
+    let denial = EventBody::Policy {
+        rule: rule.into(),
+        message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+    };
+    let want: Vec<_> = cases
+        .into_iter()
+        .map(|(rung, files)| (rung, files, false, vec![denial.clone()]))
+        .collect();
+    assert_eq!(seen, want);
+}
+
 /// The served-model allowlist holds against the real Claude Code: the
 /// broker cuts the streamed answer of a model outside the list, Claude
 /// retries without streaming, and that whole answer is withheld too (403);
