@@ -127,10 +127,10 @@ pub async fn submit(
         )
         .await
         .map_err(|e| match e {
-            SubmitError::Admit(e) => Problem::from(named(e)),
-            SubmitError::After(AfterError::Admit(e)) => {
-                let e = named(e);
-                Problem::runner(e.code(), super::problem::chain(&e))
+            // A next attempt's spec refused is refused as any spec is:
+            // `policy_refused` with its rule when the host profile refuses.
+            SubmitError::Admit(e) | SubmitError::After(AfterError::Admit(e)) => {
+                Problem::from(named(e))
             }
             SubmitError::After(e) => Problem::runner(e.code(), super::problem::chain(&e)),
             SubmitError::Store(e) => Problem::from(e),

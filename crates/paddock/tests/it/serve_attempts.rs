@@ -186,6 +186,66 @@ async fn a_queued_next_attempt_follows_its_prior_job_after_a_restart() {
     assert_resumed(&home, &second, &first).await;
 }
 
+/// A next attempt whose spec the host profile refuses is refused as a
+/// first attempt's is: a 422 `policy_refused` naming the rule, the detail
+/// naming what named the profile, nothing queued. Before, it was a plain
+/// `bad_input` without the rule a client branches on.
+#[tokio::test]
+async fn a_next_attempt_the_host_profile_refuses_is_a_422_naming_the_rule() {
+    let home = Home::new();
+    let profile = home.path().join("net.toml");
+    std::fs::write(
+        &profile,
+        "id = \"net\"\n[network]\nallow = [\"api.github.com\"]\n",
+    )
+    .unwrap();
+    let added = home
+        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        .await;
+    assert!(added.status.success(), "{added:?}");
+    let server = Server::start(&home, &["--allow-profile", "net"]).await;
+    let job = spec(&home, "T-1", TURN);
+    let first = server.submit_ok(&job, 0).await;
+    assert_eq!(
+        server.wait_for(&first, is_final).await.status,
+        JobStatus::Done,
+        "{}",
+        server.stderr()
+    );
+    let mut refused = job.clone();
+    refused["policy"] = serde_json::json!({"profile": "net"});
+    let first_attempt = server.submit(&refused, 0).await;
+    let first_problem: Value = body(first_attempt).await;
+    let resp = submit_after(&server, &refused, &first, 0).await;
+    let status = resp.status().as_u16();
+    let problem: Value = body(resp).await;
+    assert_eq!(
+        (
+            status,
+            &problem["code"],
+            &problem["rule"],
+            &problem["detail"],
+            problem == first_problem,
+            home.store().await.jobs(10).await.unwrap().len(),
+        ),
+        (
+            422,
+            &Value::from("policy_refused"),
+            &Value::from("network"),
+            &Value::from(
+                "job refused before start: policy.profile: host profile `net`: rule `network` \
+                 (its [network] maximum and the deny list) cannot be enforced on the `process` \
+                 rung: the job's processes can connect directly, past its egress proxy; the \
+                 `sandbox` rung enforces it (docs/egress.md); run the job on a rung that \
+                 enforces it, or list `network` in `policy.accept_degraded`"
+            ),
+            true,
+            1
+        ),
+        "{problem}"
+    );
+}
+
 #[tokio::test]
 async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is_queued() {
     let home = Home::new();
