@@ -30,6 +30,13 @@ fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf 
     paddock_test_support::jobs::stand_in_job(home.path(), rung, script, 1)
 }
 
+/// A stand-in job spec's `text` with its engine binary (`engine.binary`)
+/// pinned to `binary` instead.
+fn with_binary(text: &str, binary: &std::path::Path) -> String {
+    let pinned = text.lines().find(|l| l.starts_with("binary = ")).unwrap();
+    text.replace(pinned, &format!("binary = \"{}\"", binary.display()))
+}
+
 /// `paddock run --json SPEC` with `env` in `home`, for a job admission
 /// refuses: its exit code, its stderr, the jobs in the store and the job
 /// directories made (the jobs directory's own files aside).
@@ -201,16 +208,10 @@ async fn an_engine_the_sandbox_cannot_bind_is_refused_before_the_job_exists() {
         std::fs::write(&engine, &script).unwrap();
         std::fs::set_permissions(&engine, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        let text = std::fs::read_to_string(&spec).unwrap();
-        let pinned = text
-            .lines()
-            .find(|l| l.starts_with("binary = "))
-            .unwrap()
-            .to_string();
         let placed = home.path().join("placed.toml");
         std::fs::write(
             &placed,
-            text.replace(&pinned, &format!("binary = \"{}\"", engine.display())),
+            with_binary(&std::fs::read_to_string(&spec).unwrap(), &engine),
         )
         .unwrap();
         got.push(run_refused(&home, &placed, &[]).await);
@@ -253,11 +254,6 @@ async fn a_read_only_path_that_would_show_the_job_what_is_not_its_own_is_refused
     let home = Home::new();
     let spec = stand_in_job(&home, &paddock_test_support::jobs::finishing("true"), true);
     let text = std::fs::read_to_string(&spec).unwrap();
-    let pinned = text
-        .lines()
-        .find(|l| l.starts_with("binary = "))
-        .unwrap()
-        .to_string();
     let fakebin = home.path().join("fakebin");
     let script = std::fs::read(fakebin.join("codex")).unwrap();
     // The engine directly in the test's home, which holds the jobs directory.
@@ -271,10 +267,7 @@ async fn a_read_only_path_that_would_show_the_job_what_is_not_its_own_is_refused
         std::fs::write(&path, text).unwrap();
         path
     };
-    let in_home = write(
-        "in-home.toml",
-        text.replace(&pinned, &format!("binary = \"{}\"", loose.display())),
-    );
+    let in_home = write("in-home.toml", with_binary(&text, &loose));
     let keyed = write(
         "keyed.toml",
         format!(
