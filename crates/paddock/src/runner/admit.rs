@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use paddock_protocol::{Isolation, JobSpec, ProviderKind};
+use paddock_protocol::{Isolation, JobSpec, KeyRef, ProviderKind};
 use time::OffsetDateTime;
 
 use super::error::AdmitError;
@@ -176,16 +176,19 @@ pub async fn admit(
 ) -> Result<Admitted, AdmitError> {
     let key = match (spec.upstream.provider, &spec.upstream.key) {
         (ProviderKind::Scripted, _) | (_, None) => None,
-        (_, Some(reference)) => Some(
-            Secret::resolve(SecretKind::ProviderKey, reference)
-                .map_err(|e| AdmitError::ResolveKey(format!("upstream.key: {e}")))?,
-        ),
+        (_, Some(reference)) => Some(Secret::resolve(SecretKind::ProviderKey, reference).map_err(
+            |error| AdmitError::Secret {
+                field: "upstream.key",
+                error,
+                publish: false,
+            },
+        )?),
     };
     // The forge's and the push's credentials are used only when the job
     // publishes, after its engine ran and its model calls were paid for:
     // one that does not resolve (a variable not exported, a file not
     // there) refuses the job now, as the provider key does.
-    result_credentials(spec).map_err(AdmitError::ResolveKey)?;
+    result_credentials(spec)?;
     // The provider and its credentials: cloud credentials found (and,
     // without a key, a first token fetched) before the job exists.
     let provider = broker::Provider::from_spec(&spec.upstream, key.clone()).await?;
@@ -222,9 +225,27 @@ pub async fn admit(
 }
 
 /// Resolves each credential the spec's `[results]` names (as publishing
-/// reads it); `Err` names the field and says what is wrong, never a
+/// reads it); the error names the field and says what is wrong, never a
 /// value.
-fn result_credentials(spec: &JobSpec) -> Result<(), String> {
+fn result_credentials(spec: &JobSpec) -> Result<(), AdmitError> {
+    for (field, kind, reference, multiline) in result_secrets(spec) {
+        let resolved = if multiline {
+            Secret::resolve_multiline(kind, reference)
+        } else {
+            Secret::resolve(kind, reference)
+        };
+        resolved.map_err(|error| AdmitError::Secret {
+            field,
+            error,
+            publish: true,
+        })?;
+    }
+    Ok(())
+}
+
+/// The credentials the spec's `[results]` names, each with its field, its
+/// kind and whether it is read as several lines (a PEM key).
+pub(super) fn result_secrets(spec: &JobSpec) -> Vec<(&'static str, SecretKind, &KeyRef, bool)> {
     let results = &spec.results;
     let github = results.github.as_ref();
     let push = results.push.as_ref();
@@ -260,18 +281,12 @@ fn result_credentials(spec: &JobSpec) -> Result<(), String> {
             true,
         ),
     ];
-    for (field, kind, reference, multiline) in named {
-        let Some(reference) = reference else {
-            continue;
-        };
-        let resolved = if multiline {
-            Secret::resolve_multiline(kind, reference)
-        } else {
-            Secret::resolve(kind, reference)
-        };
-        resolved.map_err(|e| format!("{field}: {e} (needed to publish the job's result)"))?;
-    }
-    Ok(())
+    named
+        .into_iter()
+        .filter_map(|(field, kind, reference, multiline)| {
+            reference.map(|r| (field, kind, r, multiline))
+        })
+        .collect()
 }
 
 /// The spec as a job would run it (templates, rung, host profile), without

@@ -17,8 +17,19 @@ pub use paddock_protocol::api::ErrorCode;
 /// Why a spec is not admitted (nothing of the job exists yet).
 #[derive(Debug, thiserror::Error)]
 pub enum AdmitError {
-    #[error("{0}")]
-    ResolveKey(String),
+    /// A secret the spec names (`upstream.key`, a forge's or a push's
+    /// credential) does not resolve: a variable not set, a file not
+    /// there, an empty or malformed value. `publish`: one needed only to
+    /// publish the job's result.
+    #[error(
+        "{field}: {error}{}",
+        if *publish { " (needed to publish the job's result)" } else { "" }
+    )]
+    Secret {
+        field: &'static str,
+        error: crate::secret::SecretError,
+        publish: bool,
+    },
     /// The provider's credentials (`upstream.key`, `upstream.entra`).
     #[error("{0}")]
     Provider(#[from] crate::broker::provider::ProviderError),
@@ -139,11 +150,12 @@ impl AdmitError {
     }
 }
 
-/// Why this host cannot run an admitted job that another host might
-/// (`Runner::runs_here`): what of the job depends on the host that runs
-/// it. A server asks it of a job it claimed, before anything of the job
-/// starts, and passes a job it refuses over to the fleet's other servers
-/// (`server::queue`); each says what to fix on this host.
+/// Why this host cannot run a queued job that another host might
+/// (`Runner::runs_here`, `Runner::has_here`, [`NotHere::of_admission`]):
+/// what of the job depends on the host that runs it. A server asks it of
+/// a job it claimed, before anything of the job starts, and passes a job
+/// it refuses over to the fleet's other servers (`server::queue`); each
+/// says what to fix on this host.
 #[derive(Debug, thiserror::Error)]
 pub enum NotHere {
     /// The engine's binary cannot be resolved here (`engine_bin.rs`).
@@ -158,6 +170,101 @@ pub enum NotHere {
     /// (`RungError::SandboxUnavailable`, from its admission again here).
     #[error("{0}")]
     Rung(RungError),
+    /// A file or directory the spec names (`JobSpec::host_references`:
+    /// its local repository, templates, skills, scenario, host profile
+    /// file, a push's known hosts...) cannot be looked at here.
+    #[error(
+        "{field} {}: cannot be read on this host ({error}); the server that runs the job reads \
+         it there: put it at that path on this host for this server to run the job",
+        path.display()
+    )]
+    Path {
+        field: &'static str,
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// A secret the spec names does not resolve here (a variable not in
+    /// this server's environment, a file not there, an empty or malformed
+    /// value).
+    #[error("{field}: {error}, on this host; {}", secret_fix(error))]
+    Secret {
+        field: &'static str,
+        error: crate::secret::SecretError,
+    },
+    /// The provider's credentials are this host's and are not found or
+    /// not taken here (cloud credentials, a token endpoint).
+    #[error(
+        "{0}, on this host; the server that runs the job uses its own provider credentials: \
+         give this server working ones for this server to run the job"
+    )]
+    Provider(crate::broker::provider::ProviderError),
+    /// The job's upstream is the scripted one and this paddock was built
+    /// without it.
+    #[error(
+        "upstream.provider `scripted`: this paddock was built without the `scripted` feature; \
+         a server built with it (the default features) runs the job"
+    )]
+    ScriptedNotBuilt,
+    /// This host's price table has no price for the job's model, which
+    /// the admitting host's had.
+    #[error(
+        "engine.model `{model}` has no price in this host's price table {table}; Paddock \
+         refuses models it cannot meter: give this server the model's price (`prices` in its \
+         config file, or PADDOCK_PRICES) for this server to run the job"
+    )]
+    Unpriced { model: String, table: String },
+    /// This host runs every job under one host profile and the spec
+    /// names another.
+    #[error(
+        "policy.profile {}: this host runs every job under host profile `{host}` (host_profile \
+         in its config file), which a job cannot choose against",
+        named.as_deref().map_or("is not set".to_string(), |n| format!("`{n}` is not this host's"))
+    )]
+    HostProfile { named: Option<String>, host: String },
+}
+
+/// What to do on this host about a secret that does not resolve here.
+fn secret_fix(error: &crate::secret::SecretError) -> &'static str {
+    use crate::secret::SecretError;
+    match error {
+        SecretError::EnvMissing { .. } => {
+            "the server that runs the job reads the variable from its own environment: start \
+             this server with it set for this server to run the job"
+        }
+        SecretError::FileRead { .. } => {
+            "the server that runs the job reads the file there: put it at that path on this \
+             host, readable by this server's user, for this server to run the job"
+        }
+        SecretError::Empty { .. } | SecretError::Malformed { .. } => {
+            "the server that runs the job reads its own value: give this server a value of one \
+             line for this server to run the job"
+        }
+    }
+}
+
+impl NotHere {
+    /// Why this host cannot run a job whose admission here failed with
+    /// `error`, where what failed is this host's (its credentials, its
+    /// sandbox, its build, its price table, its host profile): another
+    /// host's admission of the same spec may pass (the one that queued it
+    /// did). Any other error, the spec's own, is given back.
+    pub fn of_admission(error: AdmitError) -> Result<NotHere, AdmitError> {
+        use crate::broker::provider::ProviderError;
+        Ok(match error {
+            AdmitError::Rung(e @ RungError::SandboxUnavailable { .. }) => NotHere::Rung(e),
+            AdmitError::Secret { field, error, .. } => NotHere::Secret { field, error },
+            AdmitError::Provider(ProviderError::NoKey { provider }) => {
+                return Err(AdmitError::Provider(ProviderError::NoKey { provider }))
+            }
+            AdmitError::Provider(e) => NotHere::Provider(e),
+            AdmitError::ScriptedNotBuilt => NotHere::ScriptedNotBuilt,
+            AdmitError::Unpriced { model, table } => NotHere::Unpriced { model, table },
+            AdmitError::NotHostProfile { named, host } => NotHere::HostProfile { named, host },
+            AdmitError::EngineNotFound(e) => NotHere::Engine(e),
+            AdmitError::SandboxView(e) => NotHere::SandboxView(e),
+            e => return Err(e),
+        })
+    }
 }
 
 /// Why a started job could not run to a final record.

@@ -24,6 +24,7 @@ mod early_patch;
 mod emit;
 mod engine_bin;
 mod error;
+mod host_needs;
 mod launch;
 mod network;
 mod next_attempt;
@@ -252,14 +253,28 @@ impl Runner {
             .map_err(AdmitError::SandboxView)
     }
 
+    /// Refuses `spec` when this host lacks what it names beyond its
+    /// engine and its sandbox (`host_needs.rs`: a file or directory not
+    /// here, a secret that does not resolve here, the scripted upstream
+    /// not built in), though another host may have it. A server asks it
+    /// of a queued job it claimed before admitting it again, and passes a
+    /// job it refuses over to the fleet's other servers (`server::queue`);
+    /// `paddock run` and a turn, which run where they are admitted, are
+    /// refused by their admission.
+    pub fn has_here(&self, spec: &JobSpec) -> Result<(), NotHere> {
+        host_needs::check(spec)
+    }
+
     /// Refuses `admitted` when this host cannot run it though another
-    /// host might: its engine's binary is not found here
-    /// ([`Runner::engine_here`]'s rules), or on the `sandbox` rung its
-    /// sandbox here would refuse one of its paths ([`Runner::view_here`]'s).
-    /// A server asks it of a queued job it claimed, before anything of the
+    /// host might: what it names is not here ([`Runner::has_here`]), its
+    /// engine's binary is not found here ([`Runner::engine_here`]'s
+    /// rules), or on the `sandbox` rung its sandbox here would refuse one
+    /// of its paths ([`Runner::view_here`]'s). A server asks it of a
+    /// queued job it claimed, whoever admitted it, before anything of the
     /// job starts, and passes a job it refuses over to the fleet's other
     /// servers (`server::queue`).
     pub fn runs_here(&self, admitted: &Admitted) -> Result<(), NotHere> {
+        self.has_here(admitted.spec())?;
         resolve_engine(
             admitted.spec(),
             self.config.host_path.as_deref(),

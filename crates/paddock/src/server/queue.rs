@@ -8,10 +8,16 @@
 //! the runner as a claimed job. A job admitted by this process runs as it
 //! was admitted; one found queued after a restart is admitted again from
 //! its stored spec under its own id. A claimed job this server may not
-//! run (its `[serve] allow_*`) or cannot (`Runner::runs_here`: its
-//! engine's binary is not found here, or its sandbox here cannot bind its
-//! paths; or it asks for the sandbox and none starts here) is passed over before anything of it starts: back in the queue
-//! with the reason, for a server that may and can. Cancelling a queued job is a
+//! run (its `[serve] allow_*`) or cannot (what depends on the host that
+//! runs it: a file, directory or secret its spec names not here,
+//! `Runner::has_here`; its engine's binary not found here, or its sandbox
+//! here unable to bind its paths, `Runner::runs_here`; its admission here
+//! refusing this host's sandbox, credentials, build, price table or host
+//! profile, `NotHere::of_admission`) is passed over before anything of it
+//! starts: back in the queue with the reason, for a server that may and
+//! can, and claimed again by this one after `RECHECK_PASSED_OVER`, to be
+//! looked at anew. One whose stored spec no server can run (unreadable,
+//! or refused for what it asks) fails. Cancelling a queued job is a
 //! compare-and-set to `cancelled`; a running one is signalled through its
 //! runner's cancel future, or, when another process runs it (another
 //! server on the store), the cancel is recorded in the store for its
@@ -26,10 +32,10 @@
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use paddock_protocol::event::{EventBody, Phase};
 use paddock_protocol::{AgentEvent, JobRecord, JobSpec, JobStatus};
@@ -42,7 +48,6 @@ use super::slots::{SlotError, Slots};
 use super::submissions::{SubmissionError, Submissions};
 use super::webhooks::Webhooks;
 use crate::reaper::Lease;
-use crate::rung::RungError;
 use crate::runner::{AdmitError, Admitted, AfterError, JobHandle, NotHere, Runner};
 use crate::store::{Owner, SharedStore, StoreError};
 use crate::workspace::inline_source;
@@ -55,6 +60,11 @@ const CANCEL_WAIT: Duration = Duration::from_secs(60);
 /// How long a claim waits for its job's lease while another process holds
 /// it (a reaper pass looking at the job, which gives it back at once).
 const LEASE_WAIT: Duration = Duration::from_secs(5);
+/// How long a server leaves a queued job it passed over (`PassOver`)
+/// before claiming it again, to look at it anew: a key file put in
+/// place, an engine installed, a sandbox enabled since is seen then, with
+/// no restart ([`Queue::rechecking_after`] sets another).
+pub const RECHECK_PASSED_OVER: Duration = Duration::from_secs(60);
 /// Why a job cancelled before it ran is `cancelled`.
 pub const CANCELLED_QUEUED: &str = "cancelled while queued";
 
@@ -153,9 +163,10 @@ enum Readmit {
 pub enum PassOver {
     /// Its settings do not let it run the spec (`[serve] allow_*`).
     MayNot(SubmissionError),
-    /// Its host cannot run the job (`Runner::runs_here`: the engine's
-    /// binary is not found here, or its sandbox here cannot bind the job's
-    /// paths; or the job asks for the sandbox and none starts here).
+    /// Its host cannot run the job ([`NotHere`]: what the spec names is
+    /// not here, the engine's binary is not found here, its sandbox here
+    /// cannot bind the job's paths, or its admission here refuses this
+    /// host's sandbox, credentials, build, price table or host profile).
     Cannot(NotHere),
 }
 
@@ -192,6 +203,20 @@ pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
     )
 }
 
+/// The reason a claimed job fails with once server `me` could not
+/// admit it again from its stored spec for `why` (its spec unreadable, or
+/// what it asks refused wherever it runs), at most [`WHY_MAX`] bytes of
+/// `why` kept (its end).
+pub fn readmit_failed_reason(id: &str, me: &Owner, why: &str) -> String {
+    format!(
+        "claimed by host {} (jobs directory {}), job {id} could not be admitted again from its \
+         stored spec: {}",
+        me.name,
+        me.host,
+        crate::output::keep_end(why, WHY_MAX)
+    )
+}
+
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cancel {
@@ -224,9 +249,14 @@ pub struct Queue {
     /// claims a job another server (or an earlier process) admitted.
     submissions: Submissions,
     /// Queued jobs this server may not run (`submissions`) or cannot
-    /// (`Runner::runs_here`), passed over by its claims; pruned once they
-    /// leave the queue.
-    refused: Mutex<HashSet<String>>,
+    /// (`Runner::has_here`, `Runner::runs_here`, `NotHere::of_admission`),
+    /// each with when it was passed over: passed over by its claims for
+    /// `recheck` from then, and claimed again after that; pruned once
+    /// they leave the queue.
+    refused: Mutex<HashMap<String, Instant>>,
+    /// How long a passed-over job is left before it is claimed again
+    /// ([`RECHECK_PASSED_OVER`]).
+    recheck: Duration,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
     /// The `max_concurrent_jobs` slots: jobs running here, with their
@@ -270,12 +300,22 @@ impl Queue {
             hub,
             lanes,
             submissions,
-            refused: Mutex::new(HashSet::new()),
+            refused: Mutex::new(HashMap::new()),
+            recheck: RECHECK_PASSED_OVER,
             pending: Mutex::new(HashMap::new()),
             slots: Slots::new(usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX)),
             wake: Notify::new(),
             draining: CancellationToken::new(),
             webhooks,
+        }
+    }
+
+    /// The queue with the jobs it passes over claimed again `after` that
+    /// long (a test's short wait), not [`RECHECK_PASSED_OVER`].
+    pub fn rechecking_after(self, after: Duration) -> Queue {
+        Queue {
+            recheck: after,
+            ..self
         }
     }
 
@@ -522,8 +562,14 @@ impl Queue {
             if !self.slots.begin_claim() {
                 break;
             }
-            // Owned by this host from the claim's own statement on.
-            let skip: Vec<String> = locked(&self.refused).iter().cloned().collect();
+            // Owned by this host from the claim's own statement on. The
+            // jobs passed over a while ago are claimed again, to be looked
+            // at anew: what this host lacked may be here now.
+            let skip: Vec<String> = {
+                let mut refused = locked(&self.refused);
+                refused.retain(|_, at| at.elapsed() < self.recheck);
+                refused.keys().cloned().collect()
+            };
             let claimed = self
                 .store
                 .claim_job(
@@ -598,12 +644,10 @@ impl Queue {
                 self.give_back(record, lease, cancelled, &why).await;
                 return;
             }
-            Err(Readmit::Failed(reason)) => {
-                self.fail_claimed(
-                    record,
-                    format!("admitted again after a restart, it failed: {reason}"),
-                )
-                .await;
+            Err(Readmit::Failed(why)) => {
+                let me = &self.runner.config().liveness.owner;
+                self.fail_claimed(record, readmit_failed_reason(&id, me, &why))
+                    .await;
                 release_lease(&id, &lease);
                 self.slots.release(&id);
                 self.wake.notify_one();
@@ -725,14 +769,22 @@ impl Queue {
         self.submissions
             .check(&spec, None)
             .map_err(|e| Readmit::Refused(e.into()))?;
-        let mut admitted = self.runner.admit(&spec).await.map_err(|e| match e {
-            // A job asking for the sandbox where none starts here: another
-            // server's may.
-            AdmitError::Rung(e @ RungError::SandboxUnavailable { .. }) => {
-                Readmit::Refused(NotHere::Rung(e).into())
-            }
-            e => failed(&e),
-        })?;
+        // What the spec names on the host that runs it, looked for here
+        // before its admission reads it: a server that has it runs it.
+        self.runner
+            .has_here(&spec)
+            .map_err(|e| Readmit::Refused(e.into()))?;
+        // What admission finds of this host's (its sandbox, its
+        // credentials, its build, its price table, its host profile) and
+        // refuses: another server's, which admitted the job, did not.
+        let mut admitted =
+            self.runner
+                .admit(&spec)
+                .await
+                .map_err(|e| match NotHere::of_admission(e) {
+                    Ok(cannot) => Readmit::Refused(cannot.into()),
+                    Err(e) => failed(&e),
+                })?;
         // The next attempt after a prior job follows it again: its session
         // and branch read now, on this host.
         match self.store.job_follows(&record.id).await {
@@ -750,8 +802,9 @@ impl Queue {
     }
 
     /// A claimed job this server may not or cannot run (`why`): back in
-    /// the queue, passed over by this server's claims from now on (until
-    /// it restarts: an engine installed since is seen then), the reason
+    /// the queue, passed over by this server's claims for its `recheck`
+    /// (then claimed again and looked at anew: a key file put in place or
+    /// an engine installed since is seen with no restart), the reason
     /// on its record for `paddock show` and the API until a server that
     /// may run it claims it. One a cancel was asked of meanwhile ends
     /// `cancelled`, as a queued job's cancel does. One that is no longer
@@ -762,7 +815,7 @@ impl Queue {
         let me = &self.runner.config().liveness.owner;
         let id = record.id.clone();
         let reason = passed_over_reason(&id, me, why);
-        locked(&self.refused).insert(id.clone());
+        locked(&self.refused).insert(id.clone(), Instant::now());
         match self.store.unclaim_job(&id, &me.host, &reason).await {
             Ok(true) => tracing::warn!("serve: {reason}"),
             Ok(false) => match self.unclaim_refused(&id, me).await {
@@ -839,7 +892,7 @@ impl Queue {
     /// Forgets the refused jobs that have left the queue (run by another
     /// server, cancelled).
     async fn prune_refused(&self) {
-        let ids: Vec<String> = locked(&self.refused).iter().cloned().collect();
+        let ids: Vec<String> = locked(&self.refused).keys().cloned().collect();
         for id in ids {
             if let Ok(Some(record)) = self.store.job(&id).await {
                 if record.status == JobStatus::Queued {

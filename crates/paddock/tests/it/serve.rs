@@ -904,6 +904,7 @@ async fn a_queued_job_whose_stored_spec_names_a_relative_path_fails_naming_it() 
         ended = server.job(&queued.id).await;
     }
     let events = stored_events(&home, &queued.id).await;
+    let (host, name) = crate::hosts::host_of(&home);
     assert_eq!(
         (
             ended.status,
@@ -913,14 +914,14 @@ async fn a_queued_job_whose_stored_spec_names_a_relative_path_fails_naming_it() 
         ),
         (
             JobStatus::Failed,
-            Some(
-                "admitted again after a restart, it failed: its stored spec names \
-                 repository.path T-R, a relative path, which no server can resolve: admission \
-                 stores every path absolute, and nothing says which directory this one is \
-                 relative to (a spec stored by an earlier version, or written into the store \
-                 directly); submit the job again with the path absolute"
-                    .to_owned()
-            ),
+            Some(format!(
+                "claimed by host {name} (jobs directory {host}), job job-T-R could not be \
+                 admitted again from its stored spec: its stored spec names repository.path \
+                 T-R, a relative path, which no server can resolve: admission stores every \
+                 path absolute, and nothing says which directory this one is relative to (a \
+                 spec stored by an earlier version, or written into the store directly); \
+                 submit the job again with the path absolute"
+            )),
             vec![],
             Vec::<String>::new(),
         ),

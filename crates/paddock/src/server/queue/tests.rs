@@ -474,3 +474,249 @@ fn a_passed_over_reason_keeps_the_end_of_a_long_why() {
         )
     );
 }
+
+/// `spec` queued in `host`'s store as it is, not admitted (as a server
+/// whose host has what it names stored it, or an earlier version): its
+/// id.
+async fn enqueue_as_is(host: &Host, spec: &paddock_protocol::JobSpec) -> String {
+    let mut record = JobRecord::new(&crate::job_ref::new_id(), spec, OffsetDateTime::now_utc());
+    record.status = JobStatus::Queued;
+    host.store
+        .enqueue_job(&record, &serde_json::to_string(spec).unwrap(), 0, None)
+        .await
+        .unwrap();
+    record.id
+}
+
+/// A queue of one slot on `host`'s store, on the fake rung that runs
+/// [`DONE`], allowing submitted specs the host's paths, the `process`
+/// rung and `refs`; passed-over jobs claimed again after `recheck`.
+fn fleet_queue(host: &Host, refs: &[&str], recheck: Duration) -> Arc<Queue> {
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner_with(host.store.clone(), rung);
+    let submissions = Submissions {
+        paths: vec![host.root()],
+        refs: refs.iter().map(|r| r.to_string()).collect(),
+        process: true,
+        ..Submissions::default()
+    };
+    let queue = Queue::new(
+        host.store.clone(),
+        runner,
+        Hub::default(),
+        1,
+        Vec::new(),
+        submissions,
+        None,
+    );
+    Arc::new(queue.rechecking_after(recheck))
+}
+
+/// Whether a job in `status` has ended.
+fn is_final(status: JobStatus) -> bool {
+    !matches!(status, JobStatus::Queued | JobStatus::Running)
+}
+
+/// Job `id`'s record once it is no longer `running` and has a reason,
+/// or is final (within 30 s).
+async fn settled(host: &Host, id: &str) -> JobRecord {
+    for _ in 0..600 {
+        let now = host.store.job(id).await.unwrap().unwrap();
+        if (now.status != JobStatus::Running && now.reason.is_some()) || is_final(now.status) {
+            return now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    host.store.job(id).await.unwrap().unwrap()
+}
+
+/// A claimed job whose spec names what the claiming host has not (a
+/// provider key's variable not in its environment, a provider key's file,
+/// the scripted upstream's scenario, a local repository, a templates
+/// directory not there) is passed over for a server that has it, as one
+/// whose engine is not here is: `queued`, no owner, no event, its reason
+/// naming this host, the field, what it names and what to fix here. A
+/// spec wrong wherever it runs (a model outside its own allowlist) still
+/// fails, its reason saying which host claimed it and that its
+/// admission failed. Before, the key and the scenario failed the job at
+/// its admission again ("admitted again after a restart, it failed: …"),
+/// and the repository at provisioning, though another server of the
+/// fleet would have run it.
+#[tokio::test]
+async fn a_claimed_job_naming_what_this_host_has_not_is_passed_over_not_failed() {
+    let host = Host::new().await;
+    let unset = "env:PADDOCK_QUEUE_TEST_NEVER_SET";
+    let key_file = host.root().join("gone.key");
+    let key_ref = format!("file:{}", key_file.display());
+    let queue = fleet_queue(&host, &[unset, &key_ref], RECHECK_PASSED_OVER);
+    let root = host.root();
+    let openai = |key: &str| {
+        let mut spec = host.spec();
+        spec.upstream.provider = paddock_protocol::ProviderKind::Openai;
+        spec.upstream.scenario = None;
+        spec.upstream.key = Some(paddock_protocol::KeyRef::parse(key).unwrap());
+        spec
+    };
+    let mut scenario = host.spec();
+    scenario.upstream.scenario = Some(root.join("gone.toml"));
+    let mut repository = host.spec();
+    repository.repository.path = Some(root.join("gone-repo"));
+    let mut templates = host.spec();
+    templates.context.templates_dir = Some(root.join("gone-templates"));
+    let mut unlisted = host.spec();
+    unlisted.engine.allowed_models = vec!["claude-*".to_owned()];
+    let specs = [
+        openai(unset),
+        openai(&key_ref),
+        scenario,
+        repository,
+        templates,
+        unlisted,
+    ];
+    let mut ids = Vec::new();
+    for spec in &specs {
+        ids.push(enqueue_as_is(&host, spec).await);
+    }
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let mut got = Vec::new();
+    for id in &ids {
+        let record = settled(&host, id).await;
+        let owner = host.store.job_owner(id).await.unwrap();
+        let events = host.store.events(id, 0).await.unwrap().len();
+        got.push((record.status, record.reason, owner, events));
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let me = host.liveness().owner;
+    let not_here = |id: &str, why: String| {
+        (
+            JobStatus::Queued,
+            Some(format!(
+                "not run by host {} (jobs directory {}), which cannot run job {id}: {why}; it \
+                 stays queued for a server that can",
+                me.name, me.host
+            )),
+            None,
+            0,
+        )
+    };
+    let path = |field: &str, path: &str| {
+        format!(
+            "{field} {}/{path}: cannot be read on this host (No such file or directory (os \
+             error 2)); the server that runs the job reads it there: put it at that path on \
+             this host for this server to run the job",
+            root.display()
+        )
+    };
+    assert_eq!(
+        (got, host.left()),
+        (
+            vec![
+                not_here(
+                    &ids[0],
+                    format!(
+                        "upstream.key: provider key {unset}: environment variable is not set, on \
+                         this host; the server that runs the job reads the variable from its own \
+                         environment: start this server with it set for this server to run the \
+                         job"
+                    )
+                ),
+                not_here(
+                    &ids[1],
+                    format!(
+                        "upstream.key: provider key {key_ref}: cannot read the file: No such \
+                         file or directory (os error 2), on this host; the server that runs the \
+                         job reads the file there: put it at that path on this host, readable by \
+                         this server's user, for this server to run the job"
+                    )
+                ),
+                not_here(&ids[2], path("upstream.scenario", "gone.toml")),
+                not_here(&ids[3], path("repository.path", "gone-repo")),
+                not_here(&ids[4], path("context.templates_dir", "gone-templates")),
+                (
+                    JobStatus::Failed,
+                    Some(format!(
+                        "claimed by host {} (jobs directory {}), job {} could not be admitted \
+                         again from its stored spec: engine.model `gpt-5.5` is not allowed by the \
+                         job model allowlist (engine.allowed_models)",
+                        me.name, me.host, ids[5]
+                    )),
+                    Some(me.clone()),
+                    0,
+                ),
+            ],
+            Vec::<String>::new(),
+        )
+    );
+}
+
+/// A job passed over for what this host lacked is claimed again once its
+/// recheck is past and runs here when what it names has come meanwhile
+/// (the scenario file put in place), with no restart. Before, a server
+/// passed it over until it restarted.
+#[tokio::test]
+async fn a_passed_over_job_is_claimed_again_and_runs_once_this_host_has_what_it_names() {
+    let host = Host::new().await;
+    let queue = fleet_queue(&host, &[], Duration::from_millis(300));
+    let mut spec = host.spec();
+    let later = host.root().join("later.toml");
+    spec.upstream.scenario = Some(later.clone());
+    let id = enqueue_as_is(&host, &spec).await;
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let passed = settled(&host, &id).await;
+    std::fs::copy(host.root().join("scenario.toml"), &later).unwrap();
+    let mut ran = host.store.job(&id).await.unwrap().unwrap();
+    for _ in 0..600 {
+        if is_final(ran.status) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ran = host.store.job(&id).await.unwrap().unwrap();
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let me = host.liveness().owner;
+    assert_eq!(
+        (passed.status, passed.reason, ran.status, ran.reason),
+        (
+            JobStatus::Queued,
+            Some(format!(
+                "not run by host {} (jobs directory {}), which cannot run job {id}: \
+                 upstream.scenario {}: cannot be read on this host (No such file or directory \
+                 (os error 2)); the server that runs the job reads it there: put it at that \
+                 path on this host for this server to run the job; it stays queued for a \
+                 server that can",
+                me.name,
+                me.host,
+                later.display()
+            )),
+            JobStatus::Done,
+            None,
+        )
+    );
+}
+
+/// Why a claimed job's admission failed is kept to its last [`WHY_MAX`]
+/// bytes in its reason, the server and the job named whole, as a passed
+/// over job's is: before, the whole chain was kept ("admitted again after
+/// a restart, it failed: …"), as long as a stored spec's path.
+#[test]
+fn a_failed_readmission_reason_names_the_server_and_keeps_the_end_of_a_long_why() {
+    let owner = Owner {
+        host: "3f9c".into(),
+        name: "b-1".into(),
+    };
+    let end = ": upstream.key: provider openai needs a key";
+    let why = format!("{}{end}", "x".repeat(100_000));
+    let tail = "x".repeat(WHY_MAX - end.len());
+    assert_eq!(
+        readmit_failed_reason("job-1", &owner, &why),
+        format!(
+            "claimed by host b-1 (jobs directory 3f9c), job job-1 could not be admitted again \
+             from its stored spec: …{tail}{end}"
+        )
+    );
+}
