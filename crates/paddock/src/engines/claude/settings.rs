@@ -7,23 +7,41 @@
 //! `.claude/settings.json` and `.claude/settings.local.json` (committed, or
 //! left by a setup command or an earlier attempt on the job's branch) and
 //! `$CLAUDE_CONFIG_DIR/settings.json` in the job's home. It merges them
-//! below this file (`--settings` outranks all three, key by key), and two
-//! of their keys would switch the hook off: `disableAllHooks`, and an
-//! `env` entry turning on its bare mode (`CLAUDE_CODE_SIMPLE`), which
-//! skips every settings hook (its safe mode, `CLAUDE_CODE_SAFE_MODE`,
-//! keeps only managed hooks); Claude Code 2.1.197 then ran
-//! `bash -lc 'RULE'` with no hook asked and no denial reported. So this
-//! file sets each of them itself ([`PINNED_ENV`]): hooks
-//! and deny rules from the other files only add to Paddock's (a deny wins
-//! over any allow, a hook's deny over another's allow), so nothing else
-//! there takes Paddock's away.
+//! below this file (`--settings` outranks all three, key by key); their
+//! hooks and deny rules only add to Paddock's (a deny wins over any allow,
+//! a hook's deny over another's allow), but some of their keys took
+//! Paddock's hook away, and with it every denial only the hook makes
+//! (`bash -lc 'RULE'`), with no denial reported (Claude Code 2.1.197):
+//!
+//! - `disableAllHooks`;
+//! - their `env`, which Claude Code puts in its own environment, so in the
+//!   hook's: `CLAUDE_CODE_SIMPLE` (bare mode, which skips every settings
+//!   hook; its safe mode, `CLAUDE_CODE_SAFE_MODE`, keeps only managed
+//!   ones), `CLAUDE_CODE_SHELL_PREFIX` (a program of the job's that every
+//!   hook command line is handed to, which can answer for the hook), and
+//!   the dynamic loader's `LD_PRELOAD`, `LD_LIBRARY_PATH` and `LD_AUDIT`
+//!   (a library of the job's loaded into the shell that runs the hook,
+//!   which can end it with exit 0).
+//!
+//! So this file sets each of them itself ([`PINNED_ENV`]), which no file
+//! the job writes outranks. The rest of their `env` still reaches the
+//! hook, which Claude Code runs with `/bin/sh -c`: its command line names
+//! Paddock's binary by its absolute path (no `PATH` search) and ends in
+//! `|| exit 2`, so an environment that makes Paddock fail blocks the call.
 
 use serde_json::json;
 
-/// The variables Claude Code reads from its settings' `env` that would
-/// skip the settings' hooks (bare mode, safe mode), each set off here so
+/// The variables of a settings file's `env` that would skip the hook or
+/// run it otherwise (see the module's text), each set off or empty here so
 /// that a value from a settings file the job writes is outranked.
-const PINNED_ENV: [(&str, &str); 2] = [("CLAUDE_CODE_SIMPLE", "0"), ("CLAUDE_CODE_SAFE_MODE", "0")];
+const PINNED_ENV: [(&str, &str); 6] = [
+    ("CLAUDE_CODE_SIMPLE", "0"),
+    ("CLAUDE_CODE_SAFE_MODE", "0"),
+    ("CLAUDE_CODE_SHELL_PREFIX", ""),
+    ("LD_PRELOAD", ""),
+    ("LD_LIBRARY_PATH", ""),
+    ("LD_AUDIT", ""),
+];
 
 /// The settings: the hook (a shell command line) and the deny rules, with
 /// what would turn the hook off pinned (see the module's text).
@@ -66,7 +84,14 @@ mod tests {
             v,
             json!({
                 "disableAllHooks": false,
-                "env": {"CLAUDE_CODE_SIMPLE": "0", "CLAUDE_CODE_SAFE_MODE": "0"},
+                "env": {
+                    "CLAUDE_CODE_SIMPLE": "0",
+                    "CLAUDE_CODE_SAFE_MODE": "0",
+                    "CLAUDE_CODE_SHELL_PREFIX": "",
+                    "LD_PRELOAD": "",
+                    "LD_LIBRARY_PATH": "",
+                    "LD_AUDIT": ""
+                },
                 "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
                     {"type": "command", "command": "/bin/paddock hook", "timeout": 30}]}]},
                 "permissions": {"deny": ["Bash(cargo build --release:*)", "Bash(touch \"a b\":*)"]}
