@@ -25,8 +25,9 @@ pub struct Refusal {
     pub profile: String,
     /// The file the profile was read from (`policy.profile` or the
     /// config's `host_profile` naming one); `None` for one from the store
-    /// or a shipped preset.
-    pub profile_file: Option<String>,
+    /// or a shipped preset. Boxed: the refusal is an error every
+    /// admission returns, kept small.
+    pub profile_file: Option<Box<str>>,
     pub rule: String,
     pub reason: String,
     /// What named the job and its profile, set by the caller that knows:
@@ -35,6 +36,12 @@ pub struct Refusal {
     /// submitter reads the detail without the server's defaults before
     /// them), or both, in that order.
     pub named: Option<String>,
+    /// Refused for a rule the rung cannot enforce that `isolation =
+    /// "auto"` fell back to on this host, its sandbox not starting
+    /// (`runner::admit::refused`): a host whose sandbox starts enforces
+    /// it, and a server passes such a queued job over to it
+    /// (`NotHere::Policy`).
+    pub on_fallback: bool,
 }
 
 /// The profile as this job will run under it.
@@ -77,6 +84,7 @@ pub fn admit(
         rule: rule.to_string(),
         reason,
         named: None,
+        on_fallback: false,
     };
     // The broker's matcher: a name (also with a date suffix) or a `prefix*`.
     let models = ModelAllowlist::any().with("host profile", &profile.allowed_models);
@@ -229,6 +237,7 @@ mod tests {
                 rule: "cpu_limit".into(),
                 reason: "(50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`".into(),
                 named: None,
+                on_fallback: false,
             })
         );
         let e = admit(
@@ -272,6 +281,7 @@ mod tests {
                          `policy.accept_degraded`"
                     ),
                     named: None,
+                    on_fallback: false,
                 }),
                 Ok(vec![("network".to_string(), why.to_string())]),
                 Ok(vec![]),
@@ -411,6 +421,7 @@ mod tests {
                 rule: "network.allow".into(),
                 reason: "does not allow `*.com.evil.org` (job spec field `network.allow[1]`); this host allows at most: *.github.com".into(),
                 named: None,
+                on_fallback: false,
             })
         );
         let setup = spec("[setup]\ncommands = [\"pip download x\"]\nnetwork = \"registries\"\n");
@@ -427,6 +438,7 @@ mod tests {
                 rule: "network.setup_allow".into(),
                 reason: "does not allow `registries` (job spec field `setup.network`); this host allows at most: nothing".into(),
                 named: None,
+                on_fallback: false,
             })
         );
         let listed = spec(
@@ -440,6 +452,7 @@ mod tests {
                 rule: "network.setup_allow".into(),
                 reason: "does not allow `pypi.org` (job spec field `setup.network[0]`); this host allows at most: nothing".into(),
                 named: None,
+                on_fallback: false,
             })
         );
         // Without a `[network]` section the profile sets no maximum.
@@ -482,6 +495,7 @@ mod tests {
                              proxy; the spec's `[network] web_search` asks for it"
                         .into(),
                     named: None,
+                    on_fallback: false,
                 }),
                 Ok(vec![]),
                 Ok(vec![]),

@@ -58,7 +58,7 @@ impl JobPolicy {
         let gaps = rung_gaps(&profile);
         let admission = admit(&profile, spec, gaps).map_err(|mut refusal| {
             if let ProfileSource::File { path, .. } = &source {
-                refusal.profile_file = Some(path.clone());
+                refusal.profile_file = Some(path.as_str().into());
             }
             refusal
         })?;

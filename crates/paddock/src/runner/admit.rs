@@ -316,17 +316,23 @@ async fn shape_prepared(
     let mut spec = spec.clone();
     spec.isolation = resolved.isolation;
     // The host profile: resolved and admitted before the job exists (fail
-    // closed); its timeout, disk and record caps apply.
+    // closed); its timeout, disk and record caps apply. The rules the
+    // rung cannot enforce, kept to tell a refusal for one of them.
+    let mut rung_gaps: Vec<&'static str> = Vec::new();
     let policy = match (&spec.policy.profile, store) {
         (Some(name), Some(store)) => Some(
-            JobPolicy::admit(name, &spec, store, |p| rung.gaps(p))
-                .await
-                .map_err(|e| match e {
-                    crate::policy::JobPolicyError::Refused(r) => {
-                        refused(r, resolved.fallback.as_deref())
-                    }
-                    e => AdmitError::HostProfile(e.to_string()),
-                })?,
+            JobPolicy::admit(name, &spec, store, |p| {
+                let gaps = rung.gaps(p);
+                rung_gaps = gaps.iter().map(|(rule, _)| *rule).collect();
+                gaps
+            })
+            .await
+            .map_err(|e| match e {
+                crate::policy::JobPolicyError::Refused(r) => {
+                    refused(r, resolved.fallback.as_deref(), &rung_gaps)
+                }
+                e => AdmitError::HostProfile(e.to_string()),
+            })?,
         ),
         _ => None,
     };
@@ -354,10 +360,17 @@ pub(super) fn capped_by(spec: &mut JobSpec, policy: &JobPolicy) {
 
 /// The host profile's refusal of a job, saying why the job is on the
 /// rung that cannot enforce the rule when `isolation = "auto"` fell back
-/// to it (`fallback`): the spec did not ask for that rung.
-pub(super) fn refused(mut refusal: crate::policy::Refusal, fallback: Option<&str>) -> AdmitError {
+/// to it (`fallback`): the spec did not ask for that rung. A refusal for
+/// one of that rung's `gaps` is marked `on_fallback`: a host whose
+/// sandbox starts runs the job there, where the rule is enforced.
+pub(super) fn refused(
+    mut refusal: crate::policy::Refusal,
+    fallback: Option<&str>,
+    gaps: &[&str],
+) -> AdmitError {
     if let Some(why) = fallback {
         refusal.reason = format!("{} ({why})", refusal.reason);
+        refusal.on_fallback = gaps.contains(&refusal.rule.as_str());
     }
     AdmitError::PolicyRefused(refusal)
 }
@@ -407,13 +420,14 @@ mod tests {
             rule: "network".into(),
             reason: "cannot be enforced on the `process` rung".into(),
             named: None,
+            on_fallback: false,
         };
         let fallback = "isolation auto: running on the `process` rung (unconfined) because \
                         this host cannot start Paddock's sandbox: Landlock: not supported";
         assert_eq!(
             [
-                refused(refusal.clone(), Some(fallback)).to_string(),
-                refused(refusal, None).to_string(),
+                refused(refusal.clone(), Some(fallback), &[]).to_string(),
+                refused(refusal, None, &[]).to_string(),
             ],
             [
                 format!(

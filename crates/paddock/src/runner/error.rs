@@ -221,6 +221,16 @@ pub enum NotHere {
         named.as_deref().map_or("is not set".to_string(), |n| format!("`{n}` is not this host's"))
     )]
     HostProfile { named: Option<String>, host: String },
+    /// The host profile refuses the job for a rule the `process` rung
+    /// cannot enforce, where `isolation = "auto"` fell back to it because
+    /// no sandbox starts here (`Refusal::on_fallback`): on a host whose
+    /// sandbox starts the rule is enforced.
+    #[error(
+        "job refused before start: {0}; a server whose sandbox starts runs the job there, where \
+         the rule is enforced: make Paddock's sandbox start on this host (`paddock doctor` shows \
+         what is missing) for this server to run the job"
+    )]
+    Policy(crate::policy::Refusal),
 }
 
 /// What to do on this host about a secret that does not resolve here.
@@ -245,7 +255,9 @@ fn secret_fix(error: &crate::secret::SecretError) -> &'static str {
 impl NotHere {
     /// Why this host cannot run a job whose admission here failed with
     /// `error`, where what failed is this host's (its credentials, its
-    /// sandbox, its build, its price table, its host profile): another
+    /// sandbox, for a job asking for it or a host profile's rule the rung
+    /// `auto` fell back to here cannot enforce, its build, its price
+    /// table, its host profile): another
     /// host's admission of the same spec may pass (the one that queued it
     /// did). Any other error, the spec's own, is given back.
     pub fn of_admission(error: AdmitError) -> Result<NotHere, AdmitError> {
@@ -260,6 +272,7 @@ impl NotHere {
             AdmitError::ScriptedNotBuilt => NotHere::ScriptedNotBuilt,
             AdmitError::Unpriced { model, table } => NotHere::Unpriced { model, table },
             AdmitError::NotHostProfile { named, host } => NotHere::HostProfile { named, host },
+            AdmitError::PolicyRefused(refusal) if refusal.on_fallback => NotHere::Policy(refusal),
             AdmitError::EngineNotFound(e) => NotHere::Engine(e),
             AdmitError::SandboxView(e) => NotHere::SandboxView(e),
             e => return Err(e),

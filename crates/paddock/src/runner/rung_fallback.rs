@@ -69,7 +69,7 @@ pub(super) async fn fall_back(
             match JobPolicy::admit(name, &spec, &*em.store, |p| process.gaps(p)).await {
                 Ok(p) => Some(p),
                 Err(JobPolicyError::Refused(r)) => {
-                    let refused = super::admit::refused(r, Some(&message));
+                    let refused = super::admit::refused(r, Some(&message), &[]);
                     let refused = match &job.spec_file {
                         Some(file) => refused.in_spec_file(file),
                         None => refused,

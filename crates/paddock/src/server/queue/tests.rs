@@ -720,3 +720,100 @@ fn a_failed_readmission_reason_names_the_server_and_keeps_the_end_of_a_long_why(
         )
     );
 }
+
+/// A job left `auto` under a host profile whose rule the `process` rung
+/// cannot enforce, claimed by a server on whose host no sandbox starts
+/// (`auto` falls back to `process` there, and the profile refuses it), is
+/// passed over for a server whose sandbox starts and enforces the rule:
+/// `queued`, no owner, no event, its reason naming this host, the rule
+/// and what to fix here. The same job asking for the `process` rung
+/// itself is refused wherever it runs and fails. Before, both failed.
+#[tokio::test]
+async fn a_claimed_auto_job_a_profile_refuses_on_the_fallback_rung_is_passed_over() {
+    let host = Host::new().await;
+    let gap = "(50%) cannot be enforced on the fake rung";
+    let rungs = crate::rung::Rungs {
+        process: Arc::new(FakeRung {
+            gaps: vec![("cpu_limit", gap.to_owned())],
+            ..FakeRung::new(FakeEngine::default())
+        }),
+        sandbox: Arc::new(FakeRung {
+            sandbox: true,
+            probe: Some("no user namespaces".to_owned()),
+            ..FakeRung::new(FakeEngine::default())
+        }),
+    };
+    let runner = host.runner_on(host.store.clone(), rungs, host.liveness());
+    let queue = Arc::new(Queue::new(
+        host.store.clone(),
+        runner,
+        Hub::default(),
+        1,
+        Vec::new(),
+        Submissions {
+            paths: vec![host.root()],
+            profiles: vec!["constrained-local".to_owned()],
+            process: true,
+            ..Submissions::default()
+        },
+        None,
+    ));
+    let mut auto = host.spec();
+    auto.isolation = paddock_protocol::Isolation::Auto;
+    auto.policy.profile = Some("constrained-local".to_owned());
+    let mut process = auto.clone();
+    process.isolation = paddock_protocol::Isolation::Process;
+    let ids = [
+        enqueue_as_is(&host, &auto).await,
+        enqueue_as_is(&host, &process).await,
+    ];
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let mut got = Vec::new();
+    for id in &ids {
+        let record = settled(&host, id).await;
+        let owner = host.store.job_owner(id).await.unwrap();
+        let events = host.store.events(id, 0).await.unwrap().len();
+        got.push((record.status, record.reason, owner, events));
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let me = host.liveness().owner;
+    let rule = format!(
+        "job refused before start: host profile `constrained-local`: rule `cpu_limit` {gap}; \
+         run the job on a rung that enforces it, or list `cpu_limit` in \
+         `policy.accept_degraded`"
+    );
+    assert_eq!(
+        (got, host.left()),
+        (
+            vec![
+                (
+                    JobStatus::Queued,
+                    Some(format!(
+                        "not run by host {} (jobs directory {}), which cannot run job {}: \
+                         {rule} (isolation auto: running on the `process` rung (unconfined) \
+                         because this host cannot start Paddock's sandbox: no user namespaces); \
+                         a server whose sandbox starts runs the job there, where the rule is \
+                         enforced: make Paddock's sandbox start on this host (`paddock doctor` \
+                         shows what is missing) for this server to run the job; it stays queued \
+                         for a server that can",
+                        me.name, me.host, ids[0]
+                    )),
+                    None,
+                    0,
+                ),
+                (
+                    JobStatus::Failed,
+                    Some(format!(
+                        "claimed by host {} (jobs directory {}), job {} could not be admitted \
+                         again from its stored spec: {rule}",
+                        me.name, me.host, ids[1]
+                    )),
+                    Some(me.clone()),
+                    0,
+                ),
+            ],
+            Vec::<String>::new(),
+        )
+    );
+}
