@@ -250,7 +250,7 @@ impl Meter {
         note_tier(&mut self.reading, Some(v));
         note_tier(&mut self.reading, v.get("usage"));
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.reading.usage = Some(self.api.body_usage(u));
+            self.reading.usage = Some(self.api.body_usage(&mut self.reading, u));
             self.api.note_body_usage(&mut self.reading, u);
         }
         self.reading.completed = self.reading.usage.is_some();
@@ -327,6 +327,7 @@ mod tests {
                 generated_chars: 5,
                 service_tier: Some("priority".into()),
                 hour_writes: 0,
+                bad_usage: None,
             }
         );
     }
@@ -370,6 +371,7 @@ mod tests {
                 generated_chars: 0,
                 service_tier: Some("standard".into()),
                 hour_writes: 400,
+                bad_usage: None,
             }
         );
     }
@@ -407,6 +409,7 @@ mod tests {
                 generated_chars: 5,
                 service_tier: None,
                 hour_writes: 0,
+                bad_usage: None,
             }
         );
 
@@ -490,6 +493,7 @@ mod tests {
                 generated_chars: 5,
                 service_tier: None,
                 hour_writes: 0,
+                bad_usage: None,
             }
         );
     }
@@ -626,5 +630,24 @@ mod tests {
                 "chunks of {size}"
             );
         }
+    }
+
+    /// A malformed count of hour-kept cache writes (a Messages body) reads
+    /// as 0 and is noted: the call is estimated, never priced at it.
+    #[test]
+    fn a_malformed_hour_writes_count_is_noted() {
+        let body = serde_json::json!({"model": "claude-sonnet-4-5", "usage": {
+            "input_tokens": 10, "cache_creation_input_tokens": 1000, "output_tokens": 7,
+            "cache_creation": {"ephemeral_1h_input_tokens": -400}}});
+        let mut m = Meter::new(Api::Messages, "application/json", LIMIT);
+        m.feed(body.to_string().as_bytes());
+        let r = m.finish(200);
+        assert_eq!(
+            (r.hour_writes, r.bad_usage.as_deref()),
+            (
+                0,
+                Some("paddock broker: the upstream's `usage.cache_creation.ephemeral_1h_input_tokens` is -400, not a token count (a whole number from 0 to 9223372036854775807): the call is estimated")
+            )
+        );
     }
 }

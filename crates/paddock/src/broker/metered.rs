@@ -167,8 +167,14 @@ impl MeteredBody {
         if let (Some(broke), false) = (&self.broke, reading.completed && !self.withheld) {
             error.get_or_insert_with(|| broke.clone());
         }
+        // A usage with a malformed count (negative, a fraction, a string,
+        // past what a row holds) is no count: the call is estimated, and
+        // its row says why.
+        if let Some(bad) = &reading.bad_usage {
+            tracing::warn!(job_id = %self.shared.config.job_id, seq = self.seq, "{bad}");
+        }
         let (tokens, estimated) = match reading.usage {
-            Some(u) if reading.usage_final => (u, false),
+            Some(u) if reading.usage_final && reading.bad_usage.is_none() => (u, false),
             None if self.http_status >= 400 => (TokenUsage::default(), false),
             Some(u) if self.http_status >= 400 => (u, false),
             // No final usage arrived (cut by the upstream, the engine or the
@@ -185,6 +191,12 @@ impl MeteredBody {
         } else {
             CallStatus::Ok
         };
+        if let Some(bad) = reading.bad_usage {
+            error = Some(match error {
+                Some(e) => format!("{e}; {bad}"),
+                None => bad,
+            });
+        }
         let prices = &self.shared.config.prices;
         let priced_model = reading.served_model.as_deref().unwrap_or(&self.model);
         // At the service tier the answer reports (priority, flex...).

@@ -62,3 +62,4 @@ mod setup_cache;
 mod submission_attacks;
 mod terminal_attacks;
 mod token_endings;
+mod usage_attacks;

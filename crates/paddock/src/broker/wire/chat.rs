@@ -6,7 +6,7 @@
 use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
 
-use super::{generated, note_tier, u};
+use super::{generated, note_bad, note_tier, u};
 use crate::broker::error_text::error_message;
 use crate::broker::reading::Reading;
 
@@ -45,22 +45,24 @@ pub(super) fn read_event(reading: &mut Reading, v: &Value) {
         }
     }
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-        reading.usage = Some(usage(u));
+        let mut bad = None;
+        reading.usage = Some(usage(u, &mut bad));
         reading.usage_final = true;
+        note_bad(reading, bad);
     }
 }
 
 /// Chat Completions usage: cached tokens are part of `prompt_tokens`;
 /// Paddock's `input_tokens` excludes them.
-pub(super) fn usage(v: &Value) -> TokenUsage {
-    let prompt = u(v, "/prompt_tokens");
-    let cached = u(v, "/prompt_tokens_details/cached_tokens");
+pub(super) fn usage(v: &Value, bad: &mut Option<String>) -> TokenUsage {
+    let prompt = u(v, "/prompt_tokens", bad);
+    let cached = u(v, "/prompt_tokens_details/cached_tokens", bad);
     TokenUsage {
         input_tokens: prompt.saturating_sub(cached),
         cached_input_tokens: cached,
         cache_write_tokens: 0,
-        output_tokens: u(v, "/completion_tokens"),
-        reasoning_tokens: u(v, "/completion_tokens_details/reasoning_tokens"),
+        output_tokens: u(v, "/completion_tokens", bad),
+        reasoning_tokens: u(v, "/completion_tokens_details/reasoning_tokens", bad),
     }
 }
 

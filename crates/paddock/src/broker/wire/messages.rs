@@ -6,7 +6,7 @@
 use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
 
-use super::{generated, note_tier};
+use super::{count, generated, note_bad, note_tier};
 use crate::broker::error_text::error_message;
 use crate::broker::reading::Reading;
 
@@ -24,7 +24,9 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
                 reading.served_model = Some(m.to_string());
             }
             if let Some(u) = msg.get("usage") {
-                reading.usage = Some(usage(u));
+                let mut bad = None;
+                reading.usage = Some(usage(u, &mut bad));
+                note_bad(reading, bad);
                 note_hour_writes(reading, u);
             }
             note_tier(reading, msg.get("usage"));
@@ -39,7 +41,9 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
             // Cumulative: the latest value of each field wins; never add.
             if let Some(u) = v.get("usage") {
                 let mut usage = reading.usage.unwrap_or_default();
-                merge_usage(&mut usage, u);
+                let mut bad = None;
+                merge_usage(&mut usage, u, &mut bad);
+                note_bad(reading, bad);
                 reading.usage = Some(usage);
                 reading.usage_final = true;
                 note_hour_writes(reading, u);
@@ -52,34 +56,38 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
     }
 }
 
-/// A whole `usage` object.
-pub(super) fn usage(v: &Value) -> TokenUsage {
+/// A whole `usage` object (a malformed count noted in `bad`).
+pub(super) fn usage(v: &Value, bad: &mut Option<String>) -> TokenUsage {
     let mut usage = TokenUsage::default();
-    merge_usage(&mut usage, v);
+    merge_usage(&mut usage, v, bad);
     usage
 }
 
 /// Notes the cache writes kept an hour that `usage` reports, if it says.
 pub(super) fn note_hour_writes(reading: &mut Reading, usage: &Value) {
-    if let Some(n) = usage
-        .pointer("/cache_creation/ephemeral_1h_input_tokens")
-        .and_then(Value::as_u64)
-    {
-        reading.hour_writes = n;
+    const FIELD: &str = "/cache_creation/ephemeral_1h_input_tokens";
+    if let Some(n) = usage.pointer(FIELD).filter(|n| !n.is_null()) {
+        let mut bad = None;
+        reading.hour_writes = count(n, FIELD, &mut bad);
+        note_bad(reading, bad);
     }
 }
 
-/// Anthropic usage: each field present replaces the previous value.
-fn merge_usage(usage: &mut TokenUsage, v: &Value) {
-    let set = |field: &mut u64, key: &str| {
-        if let Some(n) = v.get(key).and_then(Value::as_u64) {
-            *field = n;
+/// Anthropic usage: each field present replaces the previous value (a
+/// malformed count noted in `bad`).
+fn merge_usage(usage: &mut TokenUsage, v: &Value, bad: &mut Option<String>) {
+    let mut set = |field: &mut u64, key: &str| {
+        if let Some(n) = v.pointer(key).filter(|n| !n.is_null()) {
+            *field = count(n, key, bad);
         }
     };
-    set(&mut usage.input_tokens, "input_tokens");
-    set(&mut usage.cached_input_tokens, "cache_read_input_tokens");
-    set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
-    set(&mut usage.output_tokens, "output_tokens");
+    set(&mut usage.input_tokens, "/input_tokens");
+    set(&mut usage.cached_input_tokens, "/cache_read_input_tokens");
+    set(
+        &mut usage.cache_write_tokens,
+        "/cache_creation_input_tokens",
+    );
+    set(&mut usage.output_tokens, "/output_tokens");
 }
 
 /// Anthropic's error body (and `error` event; the scripted upstream's too).

@@ -57,12 +57,15 @@ impl Api {
     }
 
     /// The usage of a whole JSON answer's `usage` object.
-    pub(super) fn body_usage(self, usage: &Value) -> TokenUsage {
-        match self {
-            Api::Responses => responses::usage(usage),
-            Api::Messages => messages::usage(usage),
-            Api::Chat => chat::usage(usage),
-        }
+    pub(super) fn body_usage(self, reading: &mut Reading, usage: &Value) -> TokenUsage {
+        let mut bad = None;
+        let read = match self {
+            Api::Responses => responses::usage(usage, &mut bad),
+            Api::Messages => messages::usage(usage, &mut bad),
+            Api::Chat => chat::usage(usage, &mut bad),
+        };
+        note_bad(reading, bad);
+        read
     }
 
     /// Notes what of a whole JSON answer's `usage` object is priced apart
@@ -130,7 +133,40 @@ fn generated(reading: &mut Reading, s: Option<&str>) {
     }
 }
 
-/// The number at `ptr`, 0 when absent.
-fn u(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
+/// The token count at `ptr`, 0 when absent (or null). A value there that
+/// is no whole number from 0 to `i64::MAX` (the most a ledger row holds)
+/// reads as 0 and is noted in `bad` (the first such field), so that the
+/// call is estimated rather than priced on a count the upstream did not
+/// give.
+fn u(v: &Value, ptr: &str, bad: &mut Option<String>) -> u64 {
+    match v.pointer(ptr) {
+        None | Some(Value::Null) => 0,
+        Some(n) => count(n, ptr, bad),
+    }
+}
+
+/// `n`, the usage's field at `ptr`, as a token count, or 0 noted in
+/// `bad` (see [`u`]).
+fn count(n: &Value, ptr: &str, bad: &mut Option<String>) -> u64 {
+    match n.as_u64() {
+        Some(c) if i64::try_from(c).is_ok() => c,
+        _ => {
+            bad.get_or_insert_with(|| {
+                format!(
+                    "paddock broker: the upstream's `usage{}` is {}, not a token count (a whole number from 0 to {}): the call is estimated",
+                    ptr.replace('/', "."),
+                    crate::broker::error_text::truncate(&n.to_string(), 40),
+                    i64::MAX
+                )
+            });
+            0
+        }
+    }
+}
+
+/// Keeps the first malformed usage field of a reading.
+fn note_bad(reading: &mut Reading, bad: Option<String>) {
+    if reading.bad_usage.is_none() {
+        reading.bad_usage = bad;
+    }
 }

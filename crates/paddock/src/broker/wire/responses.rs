@@ -5,7 +5,7 @@
 use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
 
-use super::{generated, note_tier, u};
+use super::{generated, note_bad, note_tier, u};
 use crate::broker::error_text::error_message;
 use crate::broker::reading::Reading;
 
@@ -36,8 +36,10 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
             }
             note_tier(reading, Some(resp));
             if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
-                reading.usage = Some(usage(u));
+                let mut bad = None;
+                reading.usage = Some(usage(u, &mut bad));
                 reading.usage_final = true;
+                note_bad(reading, bad);
             }
             if kind == "response.failed" {
                 reading.error = Some(
@@ -59,16 +61,16 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
 
 /// Responses usage: cached and cache-write tokens are part of `input_tokens`;
 /// Paddock's `input_tokens` excludes them.
-pub(super) fn usage(v: &Value) -> TokenUsage {
-    let input = u(v, "/input_tokens");
-    let cached = u(v, "/input_tokens_details/cached_tokens");
-    let cache_write = u(v, "/input_tokens_details/cache_write_tokens");
+pub(super) fn usage(v: &Value, bad: &mut Option<String>) -> TokenUsage {
+    let input = u(v, "/input_tokens", bad);
+    let cached = u(v, "/input_tokens_details/cached_tokens", bad);
+    let cache_write = u(v, "/input_tokens_details/cache_write_tokens", bad);
     TokenUsage {
         input_tokens: input.saturating_sub(cached).saturating_sub(cache_write),
         cached_input_tokens: cached,
         cache_write_tokens: cache_write,
-        output_tokens: u(v, "/output_tokens"),
-        reasoning_tokens: u(v, "/output_tokens_details/reasoning_tokens"),
+        output_tokens: u(v, "/output_tokens", bad),
+        reasoning_tokens: u(v, "/output_tokens_details/reasoning_tokens", bad),
     }
 }
 
