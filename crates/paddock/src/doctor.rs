@@ -92,6 +92,46 @@ pub fn report(paths: &Paths, cgroup_root: Option<&Path>) -> Report {
     }
 }
 
+/// For each engine on PATH (as a spec naming no `engine.binary` runs
+/// it), whether its directories bind into a sandboxed job's view
+/// (`runner::engine_view`: none on a part the view makes itself, none
+/// showing a private place of this host, the user's home or Paddock's
+/// directories among them), on `host` (its PATH, `[jobs]` and places).
+/// An engine installed loose in the home directory would have every
+/// sandboxed job refused at admission; this says so before the first.
+pub fn engine_views(host: &crate::runner::ViewHost<'_>) -> Vec<Check> {
+    crate::engines::KINDS
+        .into_iter()
+        .filter_map(|kind| {
+            let name = format!("view of {kind}");
+            match crate::runner::engine_view(kind, host) {
+                Ok(None) => None,
+                Ok(Some(binary)) => Some(Check {
+                    name: name.into(),
+                    ok: true,
+                    detail: format!(
+                        "{}: its directories bind read-only into a job's sandbox and show it \
+                         nothing of this host's own",
+                        binary.display()
+                    ),
+                    fix: None,
+                }),
+                Err(refused) => Some(Check {
+                    name: name.into(),
+                    ok: false,
+                    detail: format!("a sandboxed job running it would be refused: {refused}"),
+                    fix: Some(
+                        "install the engine in a directory of its own (npm install --prefix DIR) \
+                         and put its bin directory on PATH (docs/sandbox.md, \"What a read-only \
+                         path may not show\")"
+                            .into(),
+                    ),
+                }),
+            }
+        })
+        .collect()
+}
+
 /// Whether a job's cgroup (with the default pids cap) can be made under
 /// `root` here: one is made (`doctor-<uuid>`) and removed again.
 fn cgroup_caps(root: Option<&Path>) -> String {

@@ -16,8 +16,13 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn exec(args: DoctorArgs, paths: &Paths) -> Result<u8, Failure> {
-    let report = doctor::report(paths, super::run::cgroup_root().as_deref());
+pub fn exec(
+    args: DoctorArgs,
+    paths: &Paths,
+    host_dir: Option<std::path::PathBuf>,
+) -> Result<u8, Failure> {
+    let mut report = doctor::report(paths, super::run::cgroup_root().as_deref());
+    report.setup.extend(engine_views(paths, host_dir));
     if args.json {
         outln!(
             "{}",
@@ -35,6 +40,41 @@ pub fn exec(args: DoctorArgs, paths: &Paths) -> Result<u8, Failure> {
             exit::FAILED
         },
     )
+}
+
+/// Whether each engine on PATH binds into a sandboxed job's view
+/// (`doctor::engine_views`), on the host `paddock run` would run it on
+/// here (PATH, this directory, the config file's `[jobs]`, these paths);
+/// a config file that cannot say is a failed check naming why.
+fn engine_views(paths: &Paths, host_dir: Option<std::path::PathBuf>) -> Vec<Check> {
+    let failed = |why: String| {
+        vec![Check {
+            name: "engine views".into(),
+            ok: false,
+            detail: format!("cannot tell whether the engines bind into a job's sandbox: {why}"),
+            fix: Some("fix the config file (docs/cli.md#config-file)".into()),
+        }]
+    };
+    let tools = match super::run::user_config().and_then(|c| super::run::job_tools(&c.jobs)) {
+        Ok(tools) => tools,
+        Err(Failure::BadInput(e) | Failure::Internal(e)) => return failed(format!("{e:#}")),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return failed(format!("locate the paddock binary: {e}")),
+    };
+    let host_path = std::env::var_os("PATH");
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    let host_dir = super::run::host_dir_of(paths, host_dir.as_deref());
+    doctor::engine_views(&paddock::runner::ViewHost {
+        paths,
+        host_path: host_path.as_deref(),
+        cwd: &cwd,
+        host_dir: &host_dir,
+        helper_exe: &exe,
+        tools: &tools,
+        host_secrets: &[],
+    })
 }
 
 /// The report as text: the host's facts, the rungs, this host's jobs, what

@@ -201,7 +201,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Prices(args) => prices::exec(args),
         Cmd::Run(args) => run::exec(args, &paths()?, cli.host_dir, cli.quiet).await,
         Cmd::Serve(args) => serve::exec(args, &paths()?, cli.host_dir).await,
-        Cmd::Doctor(args) => doctor::exec(args, &paths()?),
+        Cmd::Doctor(args) => doctor::exec(args, &paths()?, cli.host_dir),
         Cmd::Gc(args) => gc::exec(args, &paths()?).await,
         Cmd::Context(args) => context::exec(args, &paths()?).await,
         Cmd::Jobs(args) => jobs::exec(args, &paths()?).await,

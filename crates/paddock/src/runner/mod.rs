@@ -57,6 +57,7 @@ pub use self::emit::{JobUpdate, Observer};
 pub use self::engine_bin::{engine_path, resolve_engine, Unresolved};
 pub use self::error::{AdmitError, ErrorCode, NotHere, RunError};
 pub use self::next_attempt::AfterError;
+pub use self::sandbox_view::{check_engine as engine_view, ViewHost};
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
 use crate::broker::PriceTable;
 use crate::error_chain::chain;

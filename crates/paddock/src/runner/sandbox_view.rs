@@ -181,26 +181,116 @@ pub fn check(
     let Ok(binary) = resolve_engine(spec, host_path, &config.cwd) else {
         return Ok(());
     };
-    let kind = spec.engine.kind;
+    let engine = Engine {
+        kind: spec.engine.kind,
+        binary,
+        pinned: spec
+            .engine
+            .binary
+            .as_ref()
+            .is_some_and(|p| p.components().count() > 1),
+    };
+    let host = ViewHost::of(config);
+    let private = private_places(spec, policy, &host);
+    view(engine, id, policy.is_some(), &private, &host)
+}
+
+/// What of the host a sandboxed job's view is built from: its PATH and
+/// working directory (the engine found, its PATH's directories), the
+/// config file's `[jobs]`, the `paddock` binary (the hook's), Paddock's
+/// own directories and the server's secrets (places the view may not
+/// show). A [`RunnerConfig`]'s ([`ViewHost::of`]), or `paddock doctor`'s.
+#[derive(Debug, Clone, Copy)]
+pub struct ViewHost<'a> {
+    pub paths: &'a crate::paths::Paths,
+    pub host_path: Option<&'a std::ffi::OsStr>,
+    pub cwd: &'a Path,
+    pub host_dir: &'a Path,
+    pub helper_exe: &'a Path,
+    pub tools: &'a super::JobTools,
+    pub host_secrets: &'a [(String, PathBuf)],
+}
+
+impl<'a> ViewHost<'a> {
+    /// The host a runner with `config` runs its jobs on.
+    pub fn of(config: &'a RunnerConfig) -> ViewHost<'a> {
+        ViewHost {
+            paths: &config.paths,
+            host_path: config.host_path.as_deref(),
+            cwd: &config.cwd,
+            host_dir: &config.host_dir,
+            helper_exe: &config.helper_exe,
+            tools: &config.tools,
+            host_secrets: &config.host_secrets,
+        }
+    }
+}
+
+/// Refuses the engine of `kind` as this host's PATH gives it (a spec
+/// naming no `engine.binary` runs it), when the sandbox of any job it ran
+/// in would refuse one of its directories or show through one a private
+/// place of the host (those every job has: [`host_places`]), for `paddock
+/// doctor` to say before a job is refused for it. `Ok(None)`: the engine
+/// is not on PATH; `Ok(Some(binary))`: its view is whole.
+pub fn check_engine(
+    kind: EngineKind,
+    host: &ViewHost<'_>,
+) -> Result<Option<PathBuf>, Box<Unbindable>> {
+    let pin = engines::adapter(kind).install();
+    let Ok(binary) = which::which_in(pin.binary, host.host_path, host.cwd) else {
+        return Ok(None);
+    };
+    let engine = Engine {
+        kind,
+        binary: binary.clone(),
+        pinned: false,
+    };
+    view(engine, "doctor", false, &host_places(host), host).map(|()| Some(binary))
+}
+
+/// The engine whose directories a view binds.
+struct Engine {
+    kind: EngineKind,
+    binary: PathBuf,
+    /// Its binary is the spec's `engine.binary`, else found on PATH.
+    pinned: bool,
+}
+
+/// Refuses the view of job `id` running `engine` (with the host
+/// profile's hook, `hook`) when the sandbox would refuse one of its paths,
+/// or one would show it a place of `private`.
+fn view(
+    engine: Engine,
+    id: &str,
+    hook: bool,
+    private: &[launcher::Private],
+    host: &ViewHost<'_>,
+) -> Result<(), Box<Unbindable>> {
+    let Engine {
+        kind,
+        binary,
+        pinned,
+    } = engine;
+    let host_path = host.host_path;
     let (program, _) = engines::adapter(kind).native_program(&binary);
-    let root = config.paths.jobs.join(id);
+    let root = host.paths.jobs.join(id);
     let meta = root.join("meta");
     let cmd = CommandSpec {
         program,
         args: Vec::new(),
         env: vec![(
             "PATH".to_string(),
-            engine_path(&binary, host_path, &config.cwd, &config.tools.path),
+            engine_path(&binary, host_path, host.cwd, &host.tools.path),
         )],
         cwd: root.join("work"),
         stdin: None,
         protect: Vec::new(),
     };
-    let (mut extra_ro, extra_rw) = match policy {
-        Some(_) => launcher::hook_paths(&meta, Some(&config.helper_exe)),
-        None => (Vec::new(), Vec::new()),
+    let (mut extra_ro, extra_rw) = match hook {
+        true => launcher::hook_paths(&meta, Some(host.helper_exe)),
+        false => (Vec::new(), Vec::new()),
     };
-    extra_ro.extend(config.tools.read_only.iter().cloned());
+    extra_ro.extend(host.tools.read_only.iter().cloned());
     let paths = SandboxPaths {
         job_id: id.to_string(),
         work: root.join("work"),
@@ -222,10 +312,9 @@ pub fn check(
         notices: None,
         hidden: Vec::new(),
     };
-    let private = private_places(spec, policy, config);
     let (source, refused) = match launcher::unbindable(&cmd, &paths) {
         Some((source, refused)) => (source, Refused::Replaced(refused)),
-        None => match launcher::shows_private(&cmd, &paths, &private, &root) {
+        None => match launcher::shows_private(&cmd, &paths, private, &root) {
             Some((source, bind, private)) => (
                 source,
                 Refused::Shows {
@@ -248,9 +337,9 @@ pub fn check(
     };
     let tools = if source == Source::System {
         None
-    } else if is(&config.tools.path) {
+    } else if is(&host.tools.path) {
         Some("jobs.path")
-    } else if is(&config.tools.read_only) {
+    } else if is(&host.tools.read_only) {
         Some("jobs.read_only")
     } else {
         None
@@ -260,19 +349,15 @@ pub fn check(
         (None, source) => match source {
             Source::Engine => Whence::Engine {
                 kind,
-                pinned: spec
-                    .engine
-                    .binary
-                    .as_ref()
-                    .is_some_and(|p| p.components().count() > 1),
+                pinned,
                 binary,
             },
             Source::Job => Whence::Job {
-                jobs: config.paths.jobs.clone(),
+                jobs: host.paths.jobs.clone(),
             },
             Source::Hook => Whence::Hook {
-                exe: config.helper_exe.clone(),
-                jobs: config.paths.jobs.clone(),
+                exe: host.helper_exe.to_path_buf(),
+                jobs: host.paths.jobs.clone(),
             },
             Source::System => Whence::System,
         },
@@ -294,8 +379,26 @@ pub fn check(
 fn private_places(
     spec: &JobSpec,
     policy: Option<&JobPolicy>,
-    config: &RunnerConfig,
+    host: &ViewHost<'_>,
 ) -> Vec<launcher::Private> {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let mut places = host_places(host);
+    for (field, reference) in credential_files(spec, policy) {
+        if let KeyRef::File(path) = reference {
+            places.push(launcher::Private {
+                path: real(path),
+                what: format!("the file {field} is read from"),
+                inside_too: false,
+            });
+        }
+    }
+    places
+}
+
+/// The places of this host no read-only path of any job's view may
+/// show, whatever the job: the user's homes and the stores of keys in
+/// them, Paddock's own directories, and the server's secrets.
+fn host_places(host: &ViewHost<'_>) -> Vec<launcher::Private> {
     let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let own = |path: &Path, what: &str| launcher::Private {
         path: real(path),
@@ -305,39 +408,30 @@ fn private_places(
     let mut places: Vec<launcher::Private> = super::user_home::private_places();
     places.extend([
         own(
-            &config.paths.jobs,
+            &host.paths.jobs,
             "Paddock's jobs directory: every job's workspace, and its broker and egress sockets",
         ),
         own(
-            &config.paths.artifacts,
+            &host.paths.artifacts,
             "Paddock's artifacts: every job's patch, closeout and output",
         ),
         own(
-            &config.host_dir,
+            host.host_dir,
             "Paddock's host directory: its slots and caches",
         ),
     ]);
-    if let crate::store::StoreAt::File(db) = &config.paths.db {
+    if let crate::store::StoreAt::File(db) = &host.paths.db {
         places.push(own(
             db,
             "Paddock's store: every job's record, events and ledger",
         ));
     }
-    for (setting, path) in &config.host_secrets {
+    for (setting, path) in host.host_secrets {
         places.push(launcher::Private {
             path: real(path),
             what: format!("the file {setting} is read from"),
             inside_too: false,
         });
-    }
-    for (field, reference) in credential_files(spec, policy) {
-        if let KeyRef::File(path) = reference {
-            places.push(launcher::Private {
-                path: real(path),
-                what: format!("the file {field} is read from"),
-                inside_too: false,
-            });
-        }
     }
     places
 }

@@ -500,6 +500,83 @@ async fn the_key_stores_inside_the_home_are_refused() {
     );
 }
 
+/// `paddock doctor` says, before any job, that the engine on PATH is
+/// loose in the home directory and that a sandboxed job running it would
+/// be refused (the same words as the refusal), with the fix, and exits 1;
+/// an engine in a directory of its own passes. Before, the first job
+/// said so.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_names_an_engine_whose_view_would_be_refused() {
+    let home = Home::new();
+    let user = home.path().join("user");
+    let own = home.path().join("engines/bin");
+    for dir in [&user, &own] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let user = user.canonicalize().unwrap();
+    let own = own.canonicalize().unwrap();
+    for (dir, name) in [(&user, "codex"), (&own, "claude")] {
+        paddock_test_support::script::write_script(&dir.join(name), "#!/bin/sh\necho 0.0.0\n");
+    }
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        user.display(),
+        own.display()
+    );
+    let out = home
+        .paddock(
+            &["doctor", "--json"],
+            &[("HOME", user.to_str().unwrap()), ("PATH", &path)],
+        )
+        .await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let views: Vec<&serde_json::Value> = report["setup"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"].as_str().unwrap().starts_with("view of "))
+        .collect();
+    let codex = user.join("codex");
+    assert_eq!(
+        (out.status.code(), views),
+        (
+            Some(1),
+            vec![
+                &serde_json::json!({
+                    "name": "view of codex",
+                    "ok": false,
+                    "detail": format!(
+                        "a sandboxed job running it would be refused: the sandbox cannot bind \
+                         engine codex's directories (its package tree, its own directory and \
+                         node's, read-only; `codex` found on PATH at {codex}): {user} would show \
+                         the job, read-only, what is not its own: it is {user} (the home \
+                         directory of the user Paddock runs as, with its keys and credentials) \
+                         (install the engine in a directory of its own and set engine.binary or \
+                         PATH to it)",
+                        codex = codex.display(),
+                        user = user.display()
+                    ),
+                    "fix": "install the engine in a directory of its own (npm install --prefix \
+                            DIR) and put its bin directory on PATH (docs/sandbox.md, \"What a \
+                            read-only path may not show\")",
+                }),
+                &serde_json::json!({
+                    "name": "view of claude",
+                    "ok": true,
+                    "detail": format!(
+                        "{}: its directories bind read-only into a job's sandbox and show it \
+                         nothing of this host's own",
+                        own.join("claude").display()
+                    ),
+                    "fix": null,
+                }),
+            ]
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
 /// without a host profile: a stand-in engine forking sleepers is stopped
 /// short of it (the helper's threads, PID 1 and the shell count too). The
