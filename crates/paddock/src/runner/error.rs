@@ -31,7 +31,7 @@ pub enum AdmitError {
         publish: bool,
     },
     /// The provider's credentials (`upstream.key`, `upstream.entra`).
-    #[error("{0}")]
+    #[error(transparent)]
     Provider(#[from] crate::broker::provider::ProviderError),
     #[error(
         "engine.model `{model}` has no price in price table {table}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)"
@@ -49,7 +49,7 @@ pub enum AdmitError {
     LoadTemplates(String),
     #[error("serialize job spec: {0}")]
     SerializeSpec(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Rung(#[from] RungError),
     #[error("{0}")]
     HostProfile(String),
@@ -328,5 +328,40 @@ impl RunError {
             | RunError::JoinJob { job_id, .. }
             | RunError::Reclaimed { job_id } => job_id,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An admission error that wraps another says it once in its chain
+    /// (what a server's 422 `detail` and a failed job's reason are): the
+    /// wrapper is transparent. Before, `Rung` and `Provider` displayed
+    /// the inner error and gave it as their source too, and the chain
+    /// said it twice (`isolation = "sandbox": …: isolation = "sandbox":
+    /// …`).
+    #[test]
+    fn a_wrapped_admission_error_is_said_once_in_its_chain() {
+        let errors = [
+            AdmitError::Rung(RungError::SandboxUnavailable {
+                why: "no user namespaces".into(),
+            }),
+            AdmitError::Provider(crate::broker::provider::ProviderError::NoKey {
+                provider: "openai",
+            }),
+        ];
+        assert_eq!(
+            errors
+                .iter()
+                .map(|e| crate::error_chain::chain(e))
+                .collect::<Vec<_>>(),
+            [
+                "isolation = \"sandbox\": this host cannot start Paddock's sandbox: no user \
+                 namespaces (`paddock doctor` shows what is missing; `isolation = \"process\"` \
+                 runs unconfined)",
+                "upstream.key: provider openai needs a key",
+            ]
+        );
     }
 }
