@@ -580,7 +580,10 @@ async fn answer(
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-        .to_string();
+        // A media type's case is not significant: `Text/Event-Stream` is a
+        // stream the engine reads as one.
+        .trim()
+        .to_ascii_lowercase();
     let mut builder = Response::builder().status(status.as_u16());
     for (name, value) in resp.headers() {
         if forwardable_response_header(name) {
@@ -594,7 +597,7 @@ async fn answer(
             (Box::pin(resp.bytes_stream()), Cut::No, None)
         } else {
             // It names its served model only as a whole.
-            match whole_answer(shared, resp, limit, &mut meter).await {
+            match whole_answer(shared, resp, limit, &mut meter, &content_type).await {
                 Ok(Whole::Pass(bytes)) => (
                     Box::pin(futures::stream::once(async move { Ok(bytes) })),
                     Cut::No,
@@ -682,6 +685,7 @@ async fn whole_answer(
     resp: reqwest::Response,
     limit: usize,
     meter: &mut Meter,
+    content_type: &str,
 ) -> Result<Whole, reqwest::Error> {
     let bytes = match super::bounded::read(resp, limit).await {
         Ok(b) => b,
@@ -697,6 +701,19 @@ async fn whole_answer(
         }
         Err(super::bounded::BodyError::Read(e)) => return Err(e),
     };
+    // What is not JSON (an SSE stream under another content type, say)
+    // the meter cannot read: it does not reach the engine unmetered.
+    if serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err() {
+        return Ok(Whole::Withheld(Withheld {
+            status: StatusCode::BAD_GATEWAY,
+            rule: "limits",
+            kind: "api_error",
+            message: format!(
+                "paddock broker: the upstream answered with a body that is neither JSON nor an event stream (content-type `{}`), which the broker cannot meter: the response was withheld",
+                crate::broker::error_text::truncate(content_type, 100)
+            ),
+        }));
+    }
     let Some(message) = served_outside_allowlist(shared, &bytes) else {
         return Ok(Whole::Pass(bytes));
     };

@@ -2,7 +2,9 @@
 //! fraction, a string, or past what a ledger row holds. The broker must
 //! not price such a call at the lie (0, or a count the store cannot
 //! write): it is estimated, each count at least its estimate, and its row
-//! says why.
+//! says why. And one that mislabels its stream: a stream is metered
+//! whatever the case of its content type, and a success answer the meter
+//! cannot read (an SSE stream labelled JSON) is withheld.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -229,6 +231,84 @@ async fn a_malformed_usage_count_is_estimated_not_trusted() {
             "{path} {field}: {call:?}"
         );
         assert!(call.cost_micros > 0, "{path} {field}: {call:?}");
+    }
+}
+
+/// An SSE answer whose content type is `Text/Event-Stream` is metered as
+/// the stream it is (before: read as a JSON body, its usage unread, its
+/// output priced at nothing); one labelled `application/json` is withheld
+/// with a 502 naming why, not passed to the engine unmetered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mislabelled_stream_is_metered_or_withheld() {
+    let answer = sse(&[
+        (
+            "response.created",
+            serde_json::json!({"type": "response.created", "response": {"model": "gpt-5.5"}}),
+        ),
+        (
+            "response.output_text.delta",
+            serde_json::json!({"type": "response.output_text.delta", "delta": "x".repeat(TEXT)}),
+        ),
+        (
+            "response.completed",
+            serde_json::json!({"type": "response.completed", "response": {"model": "gpt-5.5",
+            "usage": {"input_tokens": 1000, "output_tokens": 100000}}}),
+        ),
+    ]);
+    let request = serde_json::json!({"model": "gpt-5.5", "stream": true, "input": "hello"});
+    for content_type in ["Text/Event-Stream", "application/json"] {
+        let (base, _) = lying_upstream(content_type, answer.clone()).await;
+        let mut broker = broker_at(base).await;
+        let resp = client()
+            .post(format!("{}/v1/responses", broker.url))
+            .bearer_auth(broker.token.expose())
+            .header("content-type", "application/json")
+            .body(request.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let body = resp.text().await.unwrap();
+        let call = broker.calls.recv().await.unwrap();
+        if content_type == "Text/Event-Stream" {
+            assert_eq!((status, body.as_str()), (200, answer.as_str()));
+            assert_eq!(
+                (
+                    call.status,
+                    call.estimated,
+                    call.tokens,
+                    call.error.as_deref()
+                ),
+                (
+                    CallStatus::Ok,
+                    false,
+                    TokenUsage {
+                        input_tokens: 1000,
+                        output_tokens: 100_000,
+                        ..TokenUsage::default()
+                    },
+                    None
+                ),
+                "{call:?}"
+            );
+        } else {
+            let message = "paddock broker: the upstream answered with a body that is neither JSON nor an event stream (content-type `application/json`), which the broker cannot meter: the response was withheld";
+            assert_eq!(
+                (
+                    status,
+                    serde_json::from_str::<serde_json::Value>(&body).unwrap()
+                ),
+                (
+                    502,
+                    serde_json::json!({"error": {"message": message, "type": "api_error", "code": "api_error"}})
+                )
+            );
+            assert_eq!(
+                (call.status, call.estimated, call.error.as_deref()),
+                (CallStatus::StreamError, true, Some(message)),
+                "{call:?}"
+            );
+        }
     }
 }
 
