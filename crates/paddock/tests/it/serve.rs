@@ -513,16 +513,9 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
     );
 }
 
-/// A job the host profile refuses (here its `[network]` maximum, which
-/// the `process` rung cannot enforce, not accepted as degraded) is a 422
-/// with code `policy_refused` and the rule, the detail the CLI's message
-/// with the spec's file, which only the CLI knows (a stored profile has
-/// none), given as what named the profile (`policy.profile`); nothing is
-/// recorded. Accepted as degraded, it is queued.
-/// Before, it was accepted and ran with nothing enforcing the maximum.
-#[tokio::test]
-async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
-    let home = Home::new();
+/// Stores host profile `net` (a `[network]` maximum of `api.github.com`)
+/// in `home` with `paddock profile add`.
+pub(crate) async fn add_net_profile(home: &Home) {
     let profile = home.path().join("net.toml");
     std::fs::write(
         &profile,
@@ -533,6 +526,19 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
         .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
         .await;
     assert!(added.status.success(), "{added:?}");
+}
+
+/// A job the host profile refuses (here its `[network]` maximum, which
+/// the `process` rung cannot enforce, not accepted as degraded) is a 422
+/// with code `policy_refused` and the rule, the detail the CLI's message
+/// with the spec's file, which only the CLI knows (a stored profile has
+/// none), given as what named the profile (`policy.profile`); nothing is
+/// recorded. Accepted as degraded, it is queued.
+/// Before, it was accepted and ran with nothing enforcing the maximum.
+#[tokio::test]
+async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
+    let home = Home::new();
+    add_net_profile(&home).await;
     let server = Server::start(&home, &["--allow-profile", "net"]).await;
     let mut job = spec(&home, "T-1", TURN);
     job["policy"] = serde_json::json!({"profile": "net"});
@@ -588,16 +594,7 @@ async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
 async fn a_host_profile_refusal_names_what_named_the_profile() {
     use sqlx::Connection as _;
     let home = Home::new();
-    let net = home.path().join("net.toml");
-    std::fs::write(
-        &net,
-        "id = \"net\"\n[network]\nallow = [\"api.github.com\"]\n",
-    )
-    .unwrap();
-    let added = home
-        .paddock(&["profile", "add", net.to_str().unwrap()], &[])
-        .await;
-    assert!(added.status.success(), "{added:?}");
+    add_net_profile(&home).await;
     let mut db = sqlx::SqliteConnection::connect(&format!("sqlite://{}", home.db().display()))
         .await
         .unwrap();

@@ -15,7 +15,7 @@ use paddock_protocol::event::{EventBody, Phase};
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use serde_json::Value;
 
-use crate::serve::{body, gated, is_final, spec, stored_events, Server, TURN};
+use crate::serve::{add_net_profile, body, gated, is_final, spec, stored_events, Server, TURN};
 use paddock_test_support::prelude::*;
 
 /// The engine session the stand-in announces.
@@ -193,16 +193,7 @@ async fn a_queued_next_attempt_follows_its_prior_job_after_a_restart() {
 #[tokio::test]
 async fn a_next_attempt_the_host_profile_refuses_is_a_422_naming_the_rule() {
     let home = Home::new();
-    let profile = home.path().join("net.toml");
-    std::fs::write(
-        &profile,
-        "id = \"net\"\n[network]\nallow = [\"api.github.com\"]\n",
-    )
-    .unwrap();
-    let added = home
-        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
-        .await;
-    assert!(added.status.success(), "{added:?}");
+    add_net_profile(&home).await;
     let server = Server::start(&home, &["--allow-profile", "net"]).await;
     let job = spec(&home, "T-1", TURN);
     let first = server.submit_ok(&job, 0).await;
