@@ -44,6 +44,11 @@ const LEASE_SLACK: Duration = Duration::from_secs(5);
 /// How many owed records one sweep leases.
 const SWEEP_LIMIT: u32 = 32;
 
+/// The most of a receiver's `Location` an attempt's error names (bytes):
+/// it is the receiver's text, up to the HTTP client's header bound
+/// (hundreds of KB), and each attempt is a store row.
+const LOCATION_SHOWN: usize = 1000;
+
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "Paddock-Signature";
 
@@ -522,11 +527,13 @@ impl Webhooks {
         let error = if status.is_success() {
             None
         } else if status.is_redirection() {
-            let to = response
+            let mut to = response
                 .headers()
                 .get(reqwest::header::LOCATION)
                 .and_then(|v| v.to_str().ok())
-                .unwrap_or("?");
+                .unwrap_or("?")
+                .to_string();
+            crate::output::cap_string(&mut to, LOCATION_SHOWN);
             Some(format!(
                 "the receiver answered {status}, a redirect to {to} (not followed)"
             ))

@@ -75,6 +75,14 @@ async fn redirect(State(rx): State<Arc<Receiver>>) -> impl IntoResponse {
     (StatusCode::FOUND, [("location", "/accept")])
 }
 
+/// A redirect whose `Location` is 100,001 bytes.
+async fn redirect_far() -> impl IntoResponse {
+    (
+        StatusCode::FOUND,
+        [("location", format!("/{}", "a".repeat(100_000)))],
+    )
+}
+
 /// A receiver on loopback: `/hook` fails `fail_first` times, then
 /// accepts; `/hang` never answers; `/redirect` redirects to `/accept`
 /// (which counts in `seen` too).
@@ -88,6 +96,7 @@ async fn receiver(fail_first: usize) -> (String, Arc<Receiver>) {
         .route("/accept", post(receive))
         .route("/hang", post(hang))
         .route("/redirect", post(redirect))
+        .route("/redirect-far", post(redirect_far))
         .with_state(rx.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -229,6 +238,25 @@ async fn a_redirect_is_not_followed() {
             1,
             0
         )
+    );
+}
+
+/// A receiver's `Location` is its text: the attempt's error (a store row
+/// per attempt) names its first 1,000 bytes, not all 100 KB of it.
+#[tokio::test]
+async fn a_redirects_long_location_is_named_to_its_bound() {
+    let (base, _rx) = receiver(0).await;
+    let url = format!("{base}/redirect-far");
+    let (hooks, _clock, store, record) = webhooks(&url, |c| c.max_attempts = 1).await;
+    assert!(!hooks.deliver(&url, &record).await.unwrap());
+    let error = format!(
+        "the receiver answered 302 Found, a redirect to /{}…[truncated by paddock: 100001 bytes] \
+         (not followed)",
+        "a".repeat(999)
+    );
+    assert_eq!(
+        store.webhook_attempts("j1").await.unwrap(),
+        vec![attempt(&url, 1, Some(302), Some(&error))]
     );
 }
 
