@@ -323,6 +323,11 @@ impl Tail {
     }
 }
 
+/// The longest reason a job record keeps (its end), in bytes: the
+/// runner's conclusion and `paddock publish` (`results/republish.rs`)
+/// keep a failure's reason to it alike.
+pub const REASON_MAX: usize = 2000;
+
 /// `text` cut to its last `max` bytes (at a character boundary), marked
 /// with `…` when cut.
 pub fn keep_end(text: &str, max: usize) -> String {

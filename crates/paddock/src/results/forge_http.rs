@@ -269,7 +269,7 @@ impl ForgeHttp {
                 forge,
                 step,
                 status: status.as_u16(),
-                message: error_message(&answer.bytes),
+                message: quoted(error_message(&answer.bytes)),
                 limit: match exhausted {
                     // Waited as asked, and limited again each time.
                     true => format!(
@@ -376,12 +376,16 @@ impl ForgeHttp {
             .filter_map(|v| v.to_str().ok())
             .find_map(next_link);
         if let Some(url) = link {
-            return match url.strip_prefix(&self.api) {
-                Some(rest) if rest.starts_with('/') => Ok(Some(rest.to_string())),
-                _ => Err(ForgeError::Decode {
+            return match below(&self.api, &url) {
+                Some(rest) => Ok(Some(rest.to_string())),
+                None => Err(ForgeError::Decode {
                     forge: self.forge,
                     step,
-                    message: format!("the next page's link {url} is not below {}", self.api),
+                    message: format!(
+                        "the next page's link {} is not below {}",
+                        quoted(url),
+                        self.api
+                    ),
                 }),
             };
         }
@@ -397,7 +401,10 @@ impl ForgeHttp {
             return Err(ForgeError::Decode {
                 forge: self.forge,
                 step,
-                message: format!("X-Next-Page `{next}` is not a page number"),
+                message: format!(
+                    "X-Next-Page `{}` is not a page number",
+                    quoted(next.to_string())
+                ),
             });
         }
         Ok(Some(with_page(path, next)))
@@ -462,9 +469,45 @@ pub fn path_segment(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, RESERVED).to_string()
 }
 
+/// The part of `url` below the API root `api` (a path from its `/`),
+/// when `url` is below it as a request resolves it: a link that starts
+/// with the root but climbs out of it (`/../`, its `%2e%2e` spelling, a
+/// backslash that a URL parser reads as `/`) leaves it once resolved,
+/// and would take the token to another path of the forge's host.
+fn below<'a>(api: &str, url: &'a str) -> Option<&'a str> {
+    let rest = url.strip_prefix(api).filter(|r| r.starts_with('/'))?;
+    let root = reqwest::Url::parse(api).ok()?;
+    let root = root.as_str().trim_end_matches('/');
+    let resolved = reqwest::Url::parse(&format!("{api}{rest}")).ok()?;
+    resolved
+        .as_str()
+        .strip_prefix(root)
+        .is_some_and(|r| r.starts_with('/'))
+        .then_some(rest)
+}
+
 /// The body text of an error no forge shape reads: its end, bounded.
 pub fn raw_message(bytes: &[u8]) -> String {
     crate::output::keep_end(&String::from_utf8_lossy(bytes), 500)
+}
+
+/// The most of one text a forge answered (its error's message, the
+/// permissions a token was granted, an account's login, a `Link` header)
+/// that Paddock quotes in an error, in bytes.
+pub const QUOTED_MAX: usize = 1000;
+
+/// `text`, a forge's, as an error of Paddock's quotes it: its first
+/// [`QUOTED_MAX`] bytes (at a character boundary), marked with how long
+/// it was when longer. A forge's answer is read with each string up to
+/// 256 KiB and 64 MiB in all (`forge_answer.rs`), and its error's
+/// `message` and `errors` are anyone's to fill (a comment's text echoed
+/// in a validation error, a proxy's page): quoted whole, one answer would
+/// be a job's reason, a `paddock publish`'s stored record and event, a
+/// server's problem detail and a terminal's line of megabytes, and the
+/// reason, kept by its end, would lose the step that failed.
+pub fn quoted(mut text: String) -> String {
+    crate::output::cap_string(&mut text, QUOTED_MAX);
+    text
 }
 
 #[cfg(test)]
@@ -614,6 +657,10 @@ mod tests {
                 next(&headers(&[("link", r#"<https://evil.example/api/v4/x?page=3>; rel="next""#)])),
                 next(&headers(&[("link", r#"<https://gl.example/api/v4.evil/x>; rel="next""#)])),
                 next(&headers(&[("x-next-page", "3&admin=1")])),
+                next(&headers(&[("link", r#"<https://gl.example/api/v4/../../admin/x>; rel="next""#)])),
+                next(&headers(&[("link", r#"<https://gl.example/api/v4/%2e%2e/%2E%2e/admin/x>; rel="next""#)])),
+                next(&headers(&[("link", r#"<https://gl.example/api/v4/..\..\admin/x>; rel="next""#)])),
+                next(&headers(&[("link", r#"<https://gl.example/api/v4/projects/8/../9/notes?page=3>; rel="next""#)])),
             ],
             [
                 Ok(Some("/projects/8/merge_requests/1/notes?page=3".to_string())),
@@ -623,6 +670,10 @@ mod tests {
                 Err("gitlab: read: unexpected answer: the next page's link https://evil.example/api/v4/x?page=3 is not below https://gl.example/api/v4".to_string()),
                 Err("gitlab: read: unexpected answer: the next page's link https://gl.example/api/v4.evil/x is not below https://gl.example/api/v4".to_string()),
                 Err("gitlab: read: unexpected answer: X-Next-Page `3&admin=1` is not a page number".to_string()),
+                Err("gitlab: read: unexpected answer: the next page's link https://gl.example/api/v4/../../admin/x is not below https://gl.example/api/v4".to_string()),
+                Err("gitlab: read: unexpected answer: the next page's link https://gl.example/api/v4/%2e%2e/%2E%2e/admin/x is not below https://gl.example/api/v4".to_string()),
+                Err("gitlab: read: unexpected answer: the next page's link https://gl.example/api/v4/..\\..\\admin/x is not below https://gl.example/api/v4".to_string()),
+                Ok(Some("/projects/8/../9/notes?page=3".to_string())),
             ]
         );
     }

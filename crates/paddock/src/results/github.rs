@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::forge::{
     Forge, ForgeError, Posted, PullRequest, PullRequestDraft, ReviewComment, Reviews,
 };
-use super::forge_http::{form, path_segment, raw_message, ForgeHttp};
+use super::forge_http::{form, path_segment, quoted, raw_message, ForgeHttp};
 use super::found_closeout::Found;
 use crate::secret::Secret;
 
@@ -590,8 +590,11 @@ impl GitHub {
                 forge: FORGE,
                 step: "read the App's bot account",
                 message: format!(
-                    "asked for {login}, answered {} (type {:?}, id {})",
-                    bot.login, bot.kind, bot.id
+                    "asked for {}, answered {} (type {:?}, id {})",
+                    quoted(login),
+                    quoted(bot.login),
+                    quoted(bot.kind),
+                    bot.id
                 ),
             });
         }

@@ -184,7 +184,7 @@ pub async fn mint(
         return Err(ForgeError::TokenTooBroad {
             forge: FORGE,
             token: "installation token",
-            granted: extra.join(", "),
+            granted: super::forge_http::quoted(extra.join(", ")),
         });
     }
     Ok((client, token, recorded))

@@ -203,7 +203,7 @@ pub async fn mint(
         return Err(ForgeError::TokenTooBroad {
             forge: FORGE,
             token: "project access token",
-            granted: extra.join(", "),
+            granted: super::forge_http::quoted(extra.join(", ")),
         });
     }
     let token = Secret::new(answer.token);

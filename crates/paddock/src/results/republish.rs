@@ -382,7 +382,9 @@ pub async fn republish(
         (Some(_), _) if stays_done => {}
         (Some(failure), _) => {
             stored.status = JobStatus::Failed;
-            stored.reason = Some(failure.clone());
+            // Kept as the run's conclusion keeps a reason (its end: git's
+            // and a forge's last words), however long the failure's text.
+            stored.reason = Some(crate::output::keep_end(failure, crate::output::REASON_MAX));
         }
         (None, false) => {}
     }

@@ -20,12 +20,10 @@ use super::{Job, LaunchFailure, RunResult};
 use crate::engines::Outcome;
 use crate::error_chain::chain;
 use crate::output;
+use crate::output::REASON_MAX;
 use crate::results::{KeptOrNot, SourceFetching};
 use crate::store::StoreError;
 use crate::workspace::Patch;
-
-/// The longest reason a job record keeps (its end), in bytes.
-const REASON_MAX: usize = 2000;
 
 /// How the engine's part of the job ended.
 pub(super) struct Launched {

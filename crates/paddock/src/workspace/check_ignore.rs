@@ -23,7 +23,7 @@
 use std::collections::HashSet;
 use std::process::Stdio;
 
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use super::host_git::{check_cpu, HostGit};
@@ -183,11 +183,12 @@ fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
     let pipe = || std::io::Error::other("git check-ignore: no pipe");
     let stdin = child.stdin.take().ok_or_else(|| spawned(pipe()))?;
     let stdout = child.stdout.take().ok_or_else(|| spawned(pipe()))?;
-    let mut stderr = child.stderr.take().ok_or_else(|| spawned(pipe()))?;
+    let stderr = child.stderr.take().ok_or_else(|| spawned(pipe()))?;
+    // Held by its ends, as every host git's (`host_git::read_ends`).
     let stderr = tokio::spawn(async move {
-        let mut out = Vec::new();
-        let _ = stderr.read_to_end(&mut out).await;
-        out
+        super::host_git::read_ends(Some(stderr), super::host_git::STDERR_KEPT)
+            .await
+            .unwrap_or_default()
     });
     Ok(Running {
         deadline,

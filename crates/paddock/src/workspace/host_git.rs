@@ -357,7 +357,8 @@ impl HostGit {
         let run = async {
             // The reader ends first when it stops: its pipe then closes
             // and git ends on it.
-            let (read, status, stderr) = tokio::join!(read, group.child.wait(), read_all(stderr));
+            let (read, status, stderr) =
+                tokio::join!(read, group.child.wait(), read_ends(stderr, STDERR_KEPT));
             (read, status, stderr)
         };
         let (read, status, stderr) = match tokio::time::timeout(self.timeout, run).await {
@@ -687,7 +688,7 @@ impl Spawned {
                 write,
                 group.child.wait(),
                 read_at_most(stdout, max_stdout),
-                read_all(stderr)
+                read_ends(stderr, STDERR_KEPT)
             );
             Ok::<_, std::io::Error>(Output {
                 status: status?,
@@ -789,7 +790,6 @@ impl Drop for Group {
     }
 }
 
-/// All of a child's pipe (nothing when it has none).
 /// [`read_all`] up to `max` bytes (any when `None`): one byte more is a
 /// `FileTooLarge` error, the pipe closed.
 async fn read_at_most(
@@ -813,12 +813,67 @@ async fn read_at_most(
     Ok(buf)
 }
 
+/// All of a child's pipe (nothing when it has none).
 async fn read_all(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     if let Some(mut pipe) = pipe {
         tokio::io::AsyncReadExt::read_to_end(&mut pipe, &mut buf).await?;
     }
     Ok(buf)
+}
+
+/// The most of the start and of the end of a git's stderr held, each
+/// (bytes). What git prints there is not all git's own: a remote's
+/// `remote: …` lines (a hook's output, any server's), the objects a
+/// job's content makes it complain of. Read whole, a push to a remote
+/// whose hook prints without end for the push's ten minutes would hold
+/// gigabytes in Paddock's memory, then in the job's reason.
+pub(crate) const STDERR_KEPT: usize = 32 * 1024;
+
+/// All of a child's pipe read (so the child never blocks on it), its
+/// first and last `kept` bytes held, and what was between them said:
+/// `…[N bytes of its stderr left out by paddock]…` on a line of its own.
+pub(super) async fn read_ends(
+    pipe: Option<impl tokio::io::AsyncRead + Unpin>,
+    kept: usize,
+) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt as _;
+    let mut head = Vec::new();
+    let mut tail = Vec::new();
+    let mut left_out = 0u64;
+    let Some(mut pipe) = pipe else {
+        return Ok(head);
+    };
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = pipe.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        let mut got = &chunk[..n];
+        let room = kept.saturating_sub(head.len());
+        let (to_head, rest) = got.split_at(room.min(got.len()));
+        head.extend_from_slice(to_head);
+        got = rest;
+        tail.extend_from_slice(got);
+        if tail.len() > 2 * kept {
+            let drop = tail.len() - kept;
+            tail.drain(..drop);
+            left_out += drop as u64;
+        }
+    }
+    if tail.len() > kept {
+        let drop = tail.len() - kept;
+        tail.drain(..drop);
+        left_out += drop as u64;
+    }
+    if left_out > 0 {
+        head.extend_from_slice(
+            format!("\n…[{left_out} bytes of its stderr left out by paddock]…\n").as_bytes(),
+        );
+    }
+    head.extend_from_slice(&tail);
+    Ok(head)
 }
 
 /// The user's own excludes file, as their git would read it: the global
@@ -876,6 +931,34 @@ async fn look_up_user_excludes(path: Option<OsString>) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A git's stderr is read to its end, its first and last bytes held
+    /// and the bytes between them counted; a short one is held whole.
+    #[tokio::test]
+    async fn a_long_stderr_is_held_by_its_ends() {
+        let long: Vec<u8> = (b'a'..=b'z').cycle().take(200_000).collect();
+        let ends = |data: &'static [u8], kept| read_ends(Some(data), kept);
+        let long: &'static [u8] = long.leak();
+        assert_eq!(
+            (
+                String::from_utf8(ends(b"abcdefghijklmnop", 4).await.unwrap()).unwrap(),
+                String::from_utf8(ends(b"abcdefgh", 4).await.unwrap()).unwrap(),
+                String::from_utf8(ends(b"", 4).await.unwrap()).unwrap(),
+                ends(long, 1000).await.unwrap(),
+            ),
+            (
+                "abcd\n…[8 bytes of its stderr left out by paddock]…\nmnop".to_string(),
+                "abcdefgh".to_string(),
+                String::new(),
+                [
+                    &long[..1000],
+                    "\n…[198000 bytes of its stderr left out by paddock]…\n".as_bytes(),
+                    &long[199_000..]
+                ]
+                .concat(),
+            )
+        );
+    }
 
     /// A scratch index (one named apart from the git directory's own) is
     /// written without its trailing checksum, all zeros where git 2.40+

@@ -6682,6 +6682,71 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
     );
 }
 
+/// A forge's error whose message is long (anyone's text echoed in a
+/// validation error, a proxy's page; each JSON string of an answer is
+/// read up to 256 KiB): the job's reason quotes its first 1,000 bytes,
+/// marked with its length, after the step that failed. Before, the run's
+/// reason kept only its last 2,000 bytes (the step that failed cut off),
+/// its event held 64 KiB of it, and `paddock publish` stored all 100 KB
+/// of it as the job's reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forges_long_error_is_quoted_to_its_bound_after_the_failed_step() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let message = format!("Validation Failed \u{1b}[2K {}", "é".repeat(50_000));
+    mock.answer_next(422, &message, &[]);
+    let run = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+            .await,
+    );
+    mock.answer_next(422, &message, &[]);
+    let publish = record(
+        &home
+            .paddock(&["publish", "--json", run.id.as_str()], &env)
+            .await,
+    );
+    let events = home
+        .paddock(&["events", "--json", run.id.as_str()], &[])
+        .await;
+    let errors: Vec<String> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["kind"] == "error")
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect();
+    // The first 1,000 bytes of the message, at a character boundary.
+    let mut kept = String::new();
+    for c in message.chars() {
+        if kept.len() + c.len_utf8() > 1000 {
+            break;
+        }
+        kept.push(c);
+    }
+    let reason = format!(
+        "publishing the result failed: github: find the pull request: HTTP 422: {kept}…[truncated \
+         by paddock: {} bytes]",
+        message.len()
+    );
+    assert_eq!(
+        (
+            (run.status, run.reason),
+            (publish.status, publish.reason),
+            errors
+        ),
+        (
+            (paddock_protocol::JobStatus::Failed, Some(reason.clone())),
+            (paddock_protocol::JobStatus::Failed, Some(reason.clone())),
+            vec![reason]
+        )
+    );
+}
+
 /// A rate limit's wait is cut short by a cancel: `paddock publish`
 /// waiting out a `Retry-After: 60` (within the default bound) gets
 /// SIGINT, ends at once failed at publishing as cancelled, and the request
@@ -6810,6 +6875,68 @@ async fn a_push_a_hook_declines_fails_with_the_hooks_reason() {
             1
         ),
         "{reason}"
+    );
+}
+
+/// A push to a remote whose hook prints 200 MB before it declines
+/// (`remote: …` lines: any remote's server may print them, for the push's
+/// ten minutes): Paddock holds the first and last 32 KiB of git's stderr
+/// (`host_git::read_ends`), and the job's reason still ends with git's
+/// own words. Before, the push's stderr was read whole, then copied into
+/// its error: Paddock's peak resident memory was some hundreds of MB.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remotes_endless_hook_output_is_held_by_its_ends() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    paddock_test_support::script::write_script(
+        &bare.join("hooks/pre-receive"),
+        "#!/bin/sh\nyes \"$(printf '%099d' 0)\" | head -c 200000000 >&2\n\
+         echo 'branch names must start with feature/' >&2\nexit 1\n",
+    );
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let url = format!("file://{}", bare.display());
+    with_github(&spec, &mock.url, &url);
+    let child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .env("PADDOCK_TEST_GH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, peak) = paddock_test_support::processes::output_and_peak_kib(child).await;
+    let declined = record(&out);
+    // `paddock publish` keeps its reason as the run kept it.
+    let again = record(
+        &home
+            .paddock(
+                &["publish", "--json", &declined.id],
+                &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+            )
+            .await,
+    );
+    let reason = declined.reason.clone().unwrap_or_default();
+    let lines: Vec<String> = reason.lines().map(|l| l.trim_end().to_string()).collect();
+    assert_eq!(
+        (
+            declined.status,
+            lines[lines.len().saturating_sub(4)..].to_vec(),
+            (again.status, again.reason),
+            peak < 160 << 10
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            vec![
+                "remote: branch names must start with feature/".to_string(),
+                format!("To {url}"),
+                " ! [remote rejected] paddock/T-1/1 -> paddock/T-1/1 (pre-receive hook declined)"
+                    .to_string(),
+                format!("error: failed to push some refs to '{url}'"),
+            ],
+            (paddock_protocol::JobStatus::Failed, declined.reason.clone()),
+            true
+        ),
+        "paddock's peak resident memory {peak} KiB"
     );
 }
 
