@@ -363,7 +363,9 @@ fn some_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u3
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeFile {
-    /// The address to listen on.
+    /// The address to listen on (an IP address and a port: a mistake is
+    /// said with the address to write, `listen_addr::parse`).
+    #[serde(default, deserialize_with = "crate::listen_addr::deserialize_some")]
     pub listen: Option<std::net::SocketAddr>,
     /// How many queued jobs run at once (at least 1: 0 was raised to 1
     /// without a word).
@@ -598,6 +600,22 @@ mod tests {
         assert_eq!(
             (config.profile.as_deref(), config.host_profile.as_deref()),
             (Some("constrained-local"), Some("/etc/ci.toml"))
+        );
+    }
+
+    /// A `listen` that is no IP address and port is refused naming file,
+    /// line and the address to write (it said "invalid socket address
+    /// syntax").
+    #[test]
+    fn a_serve_address_by_host_name_is_refused_with_the_one_to_write() {
+        let (_dir, p) = write("[serve]\nlisten = \"localhost:9000\"\n");
+        assert_eq!(
+            load(&p).unwrap_err().to_string(),
+            format!(
+                "config file {}, line 2: `localhost:9000`: host names are not looked up: write \
+                 127.0.0.1:9000 (or [::1]:9000)",
+                p.display()
+            )
         );
     }
 

@@ -25,6 +25,7 @@ pub mod job_ref;
 pub mod launcher;
 pub mod ledger;
 pub mod leftovers;
+pub mod listen_addr;
 pub mod log;
 pub mod output;
 pub mod own_children;

@@ -578,7 +578,7 @@ fn failure(code: ErrorCode, e: anyhow::Error) -> Failure {
 }
 
 /// The user's config file's path (whether or not it exists).
-fn config_location() -> Option<PathBuf> {
+pub fn config_location() -> Option<PathBuf> {
     paddock::config::location(
         std::env::var_os("XDG_CONFIG_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),

@@ -27,8 +27,9 @@ fn at_least_one(s: &str) -> Result<u32, String> {
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// The address to listen on (default 127.0.0.1:8012; port 0 picks a
-    /// free one, printed at start).
-    #[arg(long)]
+    /// free one, printed at start): an IP address and a port, host names
+    /// are not looked up.
+    #[arg(long, value_parser = paddock::listen_addr::parse)]
     pub listen: Option<SocketAddr>,
     /// How many queued jobs run at once (default 2).
     #[arg(long, value_parser = at_least_one)]
@@ -160,6 +161,14 @@ pub async fn exec(
     host_dir: Option<PathBuf>,
 ) -> Result<u8, Failure> {
     let defaults = super::run::user_config()?;
+    let listen_from = match (&args.listen, &defaults.serve.listen) {
+        (Some(_), _) => "--listen".to_owned(),
+        (None, Some(_)) => match super::run::config_location() {
+            Some(file) => format!("[serve] listen in the config file {}", file.display()),
+            None => "[serve] listen in the config file".to_owned(),
+        },
+        (None, None) => "the default".to_owned(),
+    };
     let flags = ServeFile {
         listen: args.listen,
         max_concurrent_jobs: args.max_concurrent_jobs,
@@ -265,8 +274,7 @@ pub async fn exec(
     .capping_caches(defaults.caches.max_bytes());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .with_context(|| format!("listen on {}", config.listen))
-        .map_err(Failure::BadInput)?;
+        .map_err(|e| Failure::BadInput(bind_failed(config.listen, listen_from, e)))?;
     let addr = listener.local_addr().context("read the bound address")?;
     let shutdown = stop_signals().context("listen for SIGTERM and Ctrl-C")?;
     errln!("paddock: serving on http://{addr}");
@@ -283,6 +291,18 @@ pub async fn exec(
     store.close().await;
     errln!("paddock: stopped");
     Ok(exit::DONE)
+}
+
+/// The failure to bind `addr` (which `from` set), with its fix when the
+/// cause is a known one: `paddock: listen on 127.0.0.1:8012 (the
+/// default): Address already in use (os error 98): another process
+/// (another `paddock serve`?) listens on port 8012 already: stop it, or
+/// give another address …`.
+fn bind_failed(addr: SocketAddr, from: String, e: std::io::Error) -> anyhow::Error {
+    match paddock::listen_addr::bind_hint(addr, &e) {
+        Some(hint) => anyhow::anyhow!("listen on {addr} ({from}): {e}: {hint}"),
+        None => anyhow::Error::new(e).context(format!("listen on {addr} ({from})")),
+    }
 }
 
 /// The files of the server's own secrets (its `allow_refs` and

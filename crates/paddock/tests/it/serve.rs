@@ -1111,6 +1111,56 @@ async fn an_allowed_path_that_is_no_directory_is_named_at_start() {
     );
 }
 
+/// An address `paddock serve` cannot listen on is said with where it came
+/// from and what to do: a port in use names another process and
+/// `--listen`, a host name the address to write (before, `listen on
+/// 127.0.0.1:PORT: Address already in use (os error 98)` alone, and
+/// `localhost:PORT` "invalid socket address syntax").
+#[tokio::test]
+async fn an_address_it_cannot_listen_on_is_said_with_its_fix() {
+    let home = Home::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let port = addr.port();
+    let in_use = home
+        .paddock(&["serve", "--listen", &addr.to_string()], &[])
+        .await;
+    let by_name = home
+        .paddock(&["serve", "--listen", &format!("localhost:{port}")], &[])
+        .await;
+    assert_eq!(
+        (
+            in_use.status.code(),
+            stderr_of(&in_use)
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .to_owned(),
+            by_name.status.code(),
+            stderr_of(&by_name)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        (
+            Some(2),
+            format!(
+                "paddock: listen on {addr} (--listen): Address already in use (os error 98): \
+                 another process (another `paddock serve`?) listens on port {port} already: \
+                 stop it, or give another address with --listen ADDR or [serve] listen in the \
+                 config file (port 0 picks a free one)"
+            ),
+            Some(2),
+            format!(
+                "error: invalid value 'localhost:{port}' for '--listen <LISTEN>': \
+                 `localhost:{port}`: host names are not looked up: write 127.0.0.1:{port} (or \
+                 [::1]:{port})"
+            ),
+        )
+    );
+}
+
 #[tokio::test]
 async fn the_queue_runs_by_priority_within_its_concurrency_limit() {
     let home = Home::new();
