@@ -8,6 +8,7 @@
 pub mod api_token;
 pub mod broker;
 pub mod cache_cap;
+pub mod cancel;
 pub mod config;
 pub mod context;
 pub mod cut_text;

@@ -107,6 +107,9 @@ pub enum Cmd {
     Events(super::events::EventsArgs),
     /// A job's summary and its closeout (what was done, what failed, cost).
     Show(super::show::ShowArgs),
+    /// Cancel a job from another terminal: a queued one at once, a running
+    /// one (on any host of the store) as Ctrl-C would; waits for it to end.
+    Cancel(super::cancel::CancelArgs),
     /// Print a job's patch.
     Diff(super::diff::DiffArgs),
     /// Apply a job's patch to a working tree with `git apply`.

@@ -16,6 +16,7 @@ use args::{Cli, Cmd};
 
 pub mod apply;
 pub mod args;
+pub mod cancel;
 pub mod color;
 pub mod completions;
 pub mod context;
@@ -210,6 +211,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Token { cmd } => token::exec(cmd, &paths()?).await,
         Cmd::Events(args) => events::exec(args, &paths()?).await,
         Cmd::Show(args) => show::exec(args, &paths()?).await,
+        Cmd::Cancel(args) => cancel::exec(args, &paths()?).await,
         Cmd::Diff(args) => diff::exec(args, &paths()?).await,
         Cmd::Apply(args) => apply::exec(args, &paths()?).await,
         Cmd::Publish(args) => publish::exec(args, &paths()?).await,

@@ -65,8 +65,10 @@ const LEASE_WAIT: Duration = Duration::from_secs(5);
 /// place, an engine installed, a sandbox enabled since is seen then, with
 /// no restart ([`Queue::rechecking_after`] sets another).
 pub const RECHECK_PASSED_OVER: Duration = Duration::from_secs(60);
-/// Why a job cancelled before it ran is `cancelled`.
-pub const CANCELLED_QUEUED: &str = "cancelled while queued";
+/// Why a job cancelled before it ran is `cancelled` (one definition, with
+/// `paddock cancel`'s).
+pub use crate::cancel::CANCELLED_QUEUED;
+use crate::cancel::{cancelled_unrun_event, ended_unrun};
 
 /// A job's cancel future from its cancel channel: a dropped sender (the
 /// job ended) is not a cancel.
@@ -127,23 +129,6 @@ enum Unclaimed {
     /// Anything else (it is no longer this server's: reclaimed, ended):
     /// left as it is, why for the log.
     Leave(String),
-}
-
-/// `record`, which never ran, ended `status` now for `reason` (no time
-/// taken).
-fn ended_unrun(record: &mut JobRecord, status: JobStatus, reason: String) {
-    record.status = status;
-    record.reason = Some(reason);
-    record.finished_at = Some(OffsetDateTime::now_utc());
-    record.duration_ms = Some(0);
-}
-
-/// The status event of a job a cancel ended before it started.
-fn cancelled_unrun_event() -> EventBody {
-    EventBody::Status {
-        phase: Phase::Cancelled,
-        detail: Some(CANCELLED_QUEUED.into()),
-    }
 }
 
 /// Why a claimed job cannot start here.

@@ -77,6 +77,97 @@ async fn sigterm_and_sighup_cancel_like_ctrl_c() {
     }
 }
 
+/// `paddock cancel JOB` from another terminal stops a `paddock run` as
+/// Ctrl-C does (exit 5, `cancelled`, nothing left), says so, and prints
+/// the final record; a second one says the job had already ended (exit
+/// 1); and a job whose `paddock` was killed, which reads no request, is
+/// ended `cancelled` by the reaper's pass it makes, its reason naming who
+/// asked. Before, there was no `paddock cancel`: only a signal to the
+/// job's own `paddock`, or the API.
+#[tokio::test]
+async fn paddock_cancel_stops_a_run_from_another_terminal() {
+    let home = Home::new();
+    let spec = fake_codex_job(
+        &home,
+        "process",
+        "echo changed >> README.md; touch started; sleep 600",
+        120,
+    );
+    let child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
+    assert!(created_in_work(&home, "started").await);
+    let cancel = home.paddock(&["cancel", "--json", "latest"], &[]).await;
+    let run = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+        .await
+        .expect("paddock did not end")
+        .unwrap();
+    let (asked, ran) = (record(&cancel), record(&run));
+    let host = home
+        .store()
+        .await
+        .job_owner(&ran.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .name;
+    assert_eq!(
+        (
+            cancel.status.code(),
+            stderr(&cancel),
+            run.status.code(),
+            asked.id.clone(),
+            (asked.status, asked.reason.as_deref()),
+            (ran.status, ran.reason.as_deref()),
+        ),
+        (
+            Some(0),
+            format!(
+                "paddock: asked job {} to cancel (it runs on {host}); waiting for it to stop\n",
+                ran.id
+            ),
+            Some(5),
+            ran.id.clone(),
+            (JobStatus::Cancelled, Some("cancelled")),
+            (JobStatus::Cancelled, Some("cancelled")),
+        )
+    );
+    let again = home.paddock(&["cancel", &ran.id], &[]).await;
+    assert_eq!(
+        (again.status.code(), stderr(&again)),
+        (
+            Some(1),
+            format!(
+                "paddock: job {} had already ended (cancelled): nothing to cancel\n",
+                ran.id
+            )
+        )
+    );
+    assert_eq!(ended(&home, &ran.id).await, (JobStatus::Cancelled, vec![]));
+
+    // Its `paddock` killed: the cancel's reaper pass ends it.
+    let mut child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
+    assert!(created_in_work(&home, "started").await);
+    child.kill().await.unwrap();
+    let cancel = home.paddock(&["cancel", "--json", "latest"], &[]).await;
+    let asked = record(&cancel);
+    let reason = asked.reason.clone().unwrap_or_default();
+    let head = format!("cancelled: host {host} asked to cancel it at ");
+    assert_eq!(
+        (
+            cancel.status.code(),
+            asked.status,
+            reason.starts_with(&head),
+            reason.contains("and it was found dead before it stopped"),
+        ),
+        (Some(0), JobStatus::Cancelled, true, true),
+        "{reason}: {}",
+        stderr(&cancel)
+    );
+    assert_eq!(
+        ended(&home, &asked.id).await,
+        (JobStatus::Cancelled, vec![])
+    );
+}
+
 /// `paddock run job.toml | head -3`, and the same for stderr: the
 /// terminal goes away under a running job, which still ends properly.
 #[tokio::test]
