@@ -81,7 +81,33 @@ pub struct EnginePolicy {
     pub deny_commands: Vec<String>,
     /// The shell command line of `paddock hook pre-tool-use` for this job.
     pub hook_command: String,
+    /// How long the engine waits for the hook, in seconds
+    /// ([`hook_timeout_secs`] of the job's limit).
+    pub hook_timeout_secs: u64,
 }
+
+/// The longest hook timeout both pinned engines keep: Claude Code arms a
+/// JavaScript timer with the hook's `timeout` in milliseconds, and a timer
+/// past 2^31-1 ms fires at once (as a timed-out hook, which goes on).
+pub const MAX_HOOK_TIMEOUT_SECS: u64 = 2_147_483;
+
+/// What the hook's timeout adds to the engine's limit.
+const HOOK_TIMEOUT_MARGIN_SECS: u64 = 60;
+
+/// The hook's timeout for an engine limited to `engine_limit_secs`: longer
+/// than the engine may run, so that no hook is stopped by its timeout (both
+/// engines read a hook that has not answered by then as "go on", and the
+/// command runs) before the job's own clock stops the engine. At most
+/// [`MAX_HOOK_TIMEOUT_SECS`] (admission refuses `deny_commands` for a
+/// job whose limit it would not cover).
+pub fn hook_timeout_secs(engine_limit_secs: u64) -> u64 {
+    engine_limit_secs
+        .saturating_add(HOOK_TIMEOUT_MARGIN_SECS)
+        .min(MAX_HOOK_TIMEOUT_SECS)
+}
+
+/// The longest engine limit [`hook_timeout_secs`] covers.
+pub const MAX_HOOKED_LIMIT_SECS: u64 = MAX_HOOK_TIMEOUT_SECS - HOOK_TIMEOUT_MARGIN_SECS;
 
 /// Variables every engine gets: its own HOME, XDG dirs and TMPDIR under the
 /// job's directories, a fixed locale, no colour, and the proxy variables

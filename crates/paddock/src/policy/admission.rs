@@ -9,6 +9,7 @@ use paddock_protocol::network::SetupNetwork;
 use paddock_protocol::{EngineKind, HostProfile, JobSpec};
 
 use crate::broker::ModelAllowlist;
+use crate::engines::{MAX_HOOKED_LIMIT_SECS, MAX_HOOK_TIMEOUT_SECS};
 
 /// Why a job is refused: the profile by id and, where it was read from
 /// one, its file; the rule and why; before them, where the caller knows
@@ -133,6 +134,24 @@ pub fn admit(
             ),
         ));
     }
+    let timeout_secs = match profile.timeout_min {
+        Some(min) => spec.limits.timeout_secs.min(min.saturating_mul(60)),
+        None => spec.limits.timeout_secs,
+    };
+    // The engines wait for the hook only so long, then run the command
+    // (`engines::hook_timeout_secs`): an engine that may run longer than
+    // that has denials the hook may not make in time.
+    if !profile.deny_commands.is_empty() && timeout_secs > MAX_HOOKED_LIMIT_SECS {
+        return Err(refuse(
+            "deny_commands",
+            format!(
+                "cannot be enforced for an engine limit of {timeout_secs} s \
+                 (`limits.timeout_secs`): the engines wait at most {MAX_HOOK_TIMEOUT_SECS} s for \
+                 the hook, then run the command; lower `limits.timeout_secs` to at most \
+                 {MAX_HOOKED_LIMIT_SECS}"
+            ),
+        ));
+    }
     let mut degraded = Vec::new();
     for (rule, reason) in gaps {
         if spec.policy.accepts(rule) {
@@ -144,10 +163,6 @@ pub fn admit(
             ));
         }
     }
-    let timeout_secs = match profile.timeout_min {
-        Some(min) => spec.limits.timeout_secs.min(min.saturating_mul(60)),
-        None => spec.limits.timeout_secs,
-    };
     let setup_timeout_secs = match profile.timeout_min {
         Some(min) => spec.setup.timeout_secs.min(min.saturating_mul(60)),
         None => spec.setup.timeout_secs,
@@ -285,6 +300,45 @@ mod tests {
                 }),
                 Ok(vec![("network".to_string(), why.to_string())]),
                 Ok(vec![]),
+            )
+        );
+    }
+
+    /// A job under `deny_commands` whose engine may run longer than the
+    /// engines wait for the hook is refused: the hook's timeout would end
+    /// before the job's clock, and a hook stopped there lets the command
+    /// run. At that longest limit it is admitted; without denied commands
+    /// any limit is.
+    #[test]
+    fn deny_commands_refuse_a_limit_past_the_hooks_timeout() {
+        let deny =
+            HostProfile::from_json(r#"{"id":"d","deny_commands":["make all"]}"#, "t").unwrap();
+        let open = HostProfile::from_json(r#"{"id":"o"}"#, "t").unwrap();
+        let mut long = spec("");
+        long.limits.timeout_secs = MAX_HOOKED_LIMIT_SECS + 1;
+        let mut longest = spec("");
+        longest.limits.timeout_secs = MAX_HOOKED_LIMIT_SECS;
+        assert_eq!(
+            (
+                admit(&deny, &long, Vec::new()),
+                admit(&deny, &longest, Vec::new()).map(|a| a.timeout_secs),
+                admit(&open, &long, Vec::new()).map(|a| a.timeout_secs),
+            ),
+            (
+                Err(Refusal {
+                    profile: "d".into(),
+                    profile_file: None,
+                    rule: "deny_commands".into(),
+                    reason: "cannot be enforced for an engine limit of 2147424 s \
+                             (`limits.timeout_secs`): the engines wait at most 2147483 s for \
+                             the hook, then run the command; lower `limits.timeout_secs` to \
+                             at most 2147423"
+                        .into(),
+                    named: None,
+                    on_fallback: false,
+                }),
+                Ok(MAX_HOOKED_LIMIT_SECS),
+                Ok(MAX_HOOKED_LIMIT_SECS + 1),
             )
         );
     }

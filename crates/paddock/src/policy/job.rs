@@ -165,6 +165,7 @@ impl JobPolicy {
                 .map(|r| r.text.clone())
                 .collect(),
             hook_command,
+            hook_timeout_secs: crate::engines::hook_timeout_secs(self.admission.timeout_secs),
         }))
     }
 
@@ -240,6 +241,8 @@ mod tests {
                 profile_id: "box".into(),
                 deny_commands: vec!["make all".into()],
                 hook_command: format!("'/opt/pad dock/paddock' hook pre-tool-use --profile {m}/profile.json --record {m}/denials.jsonl || exit 2"),
+                // The engine's 60 s and a minute: the hook outlasts it.
+                hook_timeout_secs: 120,
             }
         );
         // Without the executable there is no hook, so no job.

@@ -214,6 +214,87 @@ async fn claude_denied_commands_never_run() {
     denied_commands_never_run("claude").await;
 }
 
+/// A hook that answers late still refuses: both engines stop a hook at its
+/// `timeout` and read that as "go on", and the hook runs beside the job's
+/// processes, which can slow it (a saturated CPU cap) or, as here, stall
+/// it: the job swaps the hook's profile file for a FIFO that gets its
+/// text 36 s later. The hook's timeout outlasts the engine's limit, so
+/// `bash -lc 'RULE'` (which only the hook catches) is refused after the
+/// wait and its denial is the one event (before: the hook was stopped at
+/// 30 s and the command ran).
+async fn a_slow_hook_still_refuses(engine: &str) {
+    if paddock_test_support::prelude::engine(engine).is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let marks = home.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let denied = marks.join("denied");
+    let rule = format!("touch {}", denied.display());
+    let tried = format!("bash -lc '{rule}'");
+    // The job's meta directory, found by the shell: the test's home holds
+    // one job.
+    let stall = format!(
+        "m=$(echo {}/*/meta) && cp \"$m/profile.json\" \"$m/profile.real\" && \
+         rm \"$m/profile.json\" && mkfifo \"$m/profile.json\" && \
+         setsid -f timeout 120 sh -c 'sleep 36; cat \"$1/profile.real\" > \"$1/profile.json\"' _ \"$m\" \
+         </dev/null >/dev/null 2>&1",
+        home.jobs().display()
+    );
+    let mut scenario = trying(&[stall, tried.clone()]);
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
+    with_policy(&spec, "profile = \"profile.json\"\n");
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let took = started.elapsed();
+    let rec = record(&out);
+    let policy: Vec<EventBody> = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        (rec.status, denied.exists(), policy),
+        (
+            JobStatus::Done,
+            false,
+            vec![EventBody::Policy {
+                rule: rule.clone(),
+                message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+            }]
+        ),
+        "reason: {:?}\nstderr: {}",
+        rec.reason,
+        stderr(&out)
+    );
+    // The hook could not answer before the FIFO got its text.
+    assert!(took.as_secs() >= 36, "the job took {took:?}");
+}
+
+#[tokio::test]
+async fn codex_a_slow_hook_still_refuses() {
+    a_slow_hook_still_refuses("codex").await;
+}
+
+#[tokio::test]
+async fn claude_a_slow_hook_still_refuses() {
+    a_slow_hook_still_refuses("claude").await;
+}
+
 /// Two jobs under `max_concurrent_jobs = 1`, started at once from two separate
 /// `paddock` processes, run one after the other: the times each job records
 /// itself do not overlap.

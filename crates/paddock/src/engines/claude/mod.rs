@@ -95,7 +95,7 @@ impl EngineAdapter for Claude {
         match &ctx.policy {
             Some(policy) => vec![PreparedFile {
                 path: settings_path(&ctx.home),
-                contents: settings::claude_settings(&policy.deny_commands, &policy.hook_command),
+                contents: settings::claude_settings(policy),
             }],
             None => Vec::new(),
         }

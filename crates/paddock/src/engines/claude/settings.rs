@@ -28,8 +28,15 @@
 //! hook, which Claude Code runs with `/bin/sh -c`: its command line names
 //! Paddock's binary by its absolute path (no `PATH` search) and ends in
 //! `|| exit 2`, so an environment that makes Paddock fail blocks the call.
+//!
+//! The hook's `timeout` (seconds) is longer than the engine may run
+//! ([`hook_timeout_secs`](crate::engines::hook_timeout_secs)): Claude Code
+//! reads a hook it stopped at its timeout as "go on", and the hook runs
+//! beside the job's processes, which can slow it.
 
 use serde_json::json;
+
+use crate::engines::EnginePolicy;
 
 /// The variables of a settings file's `env` that would skip the hook or
 /// run it otherwise (see the module's text), each set off or empty here so
@@ -43,10 +50,12 @@ const PINNED_ENV: [(&str, &str); 6] = [
     ("LD_AUDIT", ""),
 ];
 
-/// The settings: the hook (a shell command line) and the deny rules, with
-/// what would turn the hook off pinned (see the module's text).
-pub fn claude_settings(deny_commands: &[String], hook_command: &str) -> String {
-    let deny: Vec<String> = deny_commands
+/// The settings: the hook (a shell command line, with its timeout) and the
+/// deny rules, with what would turn the hook off pinned (see the module's
+/// text).
+pub fn claude_settings(policy: &EnginePolicy) -> String {
+    let deny: Vec<String> = policy
+        .deny_commands
         .iter()
         .map(|r| format!("Bash({r}:*)"))
         .collect();
@@ -60,7 +69,11 @@ pub fn claude_settings(deny_commands: &[String], hook_command: &str) -> String {
         "hooks": {
             "PreToolUse": [{
                 "matcher": "Bash",
-                "hooks": [{ "type": "command", "command": hook_command, "timeout": 30 }]
+                "hooks": [{
+                    "type": "command",
+                    "command": policy.hook_command,
+                    "timeout": policy.hook_timeout_secs
+                }]
             }]
         },
         "permissions": { "deny": deny }
@@ -75,10 +88,12 @@ mod tests {
 
     #[test]
     fn claude_settings_json() {
-        let v: serde_json::Value = serde_json::from_str(&claude_settings(
-            &["cargo build --release".into(), "touch \"a b\"".into()],
-            "/bin/paddock hook",
-        ))
+        let v: serde_json::Value = serde_json::from_str(&claude_settings(&EnginePolicy {
+            profile_id: "box".into(),
+            deny_commands: vec!["cargo build --release".into(), "touch \"a b\"".into()],
+            hook_command: "/bin/paddock hook".into(),
+            hook_timeout_secs: 1860,
+        }))
         .unwrap();
         assert_eq!(
             v,
@@ -93,7 +108,7 @@ mod tests {
                     "LD_AUDIT": ""
                 },
                 "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-                    {"type": "command", "command": "/bin/paddock hook", "timeout": 30}]}]},
+                    {"type": "command", "command": "/bin/paddock hook", "timeout": 1860}]}]},
                 "permissions": {"deny": ["Bash(cargo build --release:*)", "Bash(touch \"a b\":*)"]}
             })
         );

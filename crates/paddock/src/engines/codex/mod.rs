@@ -27,9 +27,6 @@ pub const PIN: Pin = Pin {
     version: "0.171.0",
 };
 
-/// How long Codex waits for Paddock's PreToolUse hook, in seconds.
-const HOOK_TIMEOUT_SECS: u64 = 30;
-
 /// The variable Codex reads the job token from (`env_key` of the provider).
 pub const TOKEN_VAR: &str = "PADDOCK_JOB_TOKEN";
 
@@ -82,7 +79,11 @@ impl Codex {
             let mut hook = toml::Table::new();
             hook.insert("type".into(), "command".into());
             hook.insert("command".into(), policy.hook_command.clone().into());
-            hook.insert("timeout".into(), (HOOK_TIMEOUT_SECS as i64).into());
+            // Longer than the engine may run (`hook_timeout_secs`): Codex reads
+            // a hook it stopped at its timeout as "go on". The trusted hash
+            // below covers the same value.
+            let timeout = i64::try_from(policy.hook_timeout_secs).unwrap_or(i64::MAX);
+            hook.insert("timeout".into(), timeout.into());
             let mut group = toml::Table::new();
             group.insert("hooks".into(), toml::Value::Array(vec![hook.into()]));
             let mut hooks = toml::Table::new();
@@ -91,7 +92,7 @@ impl Codex {
             let mut state = toml::Table::new();
             state.insert(
                 "trusted_hash".into(),
-                trust::trusted_hash(&policy.hook_command, HOOK_TIMEOUT_SECS).into(),
+                trust::trusted_hash(&policy.hook_command, policy.hook_timeout_secs).into(),
             );
             let mut states = toml::Table::new();
             states.insert(
