@@ -15,7 +15,7 @@
 //! an optional inference-profile prefix `us.`, `eu.`, `global.`, …) are
 //! priced as the Anthropic model they name ([`price_name`]).
 
-use super::error_text::error_chain;
+use crate::error_chain::chain as error_chain;
 use std::time::SystemTime;
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};

@@ -1,26 +1,7 @@
-//! A provider SDK's error on one line: its message and each cause's,
-//! joined by `: `, a cause whose text is already in the line skipped
-//! (`aws-config` errors often repeat their cause in their
-//! own message). Used where the broker reports a credential failure.
-//! And the message of an upstream's error body, read by the meter and by
+//! The message of an upstream's error body, read by the meter and by
 //! the event-stream decoder (which therefore do not import each other).
 
 use serde_json::Value;
-
-/// `e` and its causes on one line, each said once.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        next = cause.source();
-    }
-    out
-}
 
 /// The message of an OpenAI or Anthropic error body.
 pub fn error_message(v: &Value) -> String {

@@ -47,7 +47,7 @@ pub async fn exchange(request: reqwest::RequestBuilder) -> Result<Fetched<Secret
     let status = resp.status().as_u16();
     let body = super::bounded::read_text(resp, MAX_TOKEN_ANSWER)
         .await
-        .map_err(|e| ExchangeError::Request(super::error_text::error_chain(&e)))?;
+        .map_err(|e| ExchangeError::Request(crate::error_chain::chain(&e)))?;
     if status != 200 {
         return Err(ExchangeError::Refused {
             status,

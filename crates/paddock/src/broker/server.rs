@@ -890,14 +890,7 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response {
 }
 
 pub(super) fn without_url(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
-    s
+    crate::error_chain::chain(e)
 }
 
 /// True when the request carries the job token as `x-api-key` or bearer.

@@ -57,7 +57,9 @@ fn engine_views(paths: &Paths, host_dir: Option<std::path::PathBuf>) -> Vec<Chec
     };
     let tools = match super::run::user_config().and_then(|c| super::run::job_tools(&c.jobs)) {
         Ok(tools) => tools,
-        Err(Failure::BadInput(e) | Failure::Internal(e)) => return failed(format!("{e:#}")),
+        Err(Failure::BadInput(e) | Failure::Internal(e)) => {
+            return failed(paddock::error_chain::chain(e.as_ref()))
+        }
     };
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,

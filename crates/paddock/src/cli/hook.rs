@@ -33,7 +33,10 @@ pub fn exec(cmd: &HookCmd) -> u8 {
             Ok(()) => 0,
             Err(e) => {
                 // Exit 2: Claude Code blocks the call and shows this reason.
-                errln!("paddock policy: {}", super::error_chain::render(e.as_ref()));
+                errln!(
+                    "paddock policy: {}",
+                    paddock::error_chain::chain(e.as_ref())
+                );
                 2
             }
         },

@@ -23,7 +23,6 @@ pub mod context;
 pub mod context_render;
 pub mod diff;
 pub mod doctor;
-pub mod error_chain;
 pub mod events;
 pub mod gc;
 pub mod hook;
@@ -125,7 +124,7 @@ pub fn run_async(cli: Cli) -> ExitCode {
     errln!(
         "{} {}",
         color::paint("paddock:", color::ERROR),
-        paddock::terminal_text::text(&error_chain::render(e.as_ref()))
+        paddock::terminal_text::text(&paddock::error_chain::chain(e.as_ref()))
     );
     ExitCode::from(code)
 }

@@ -261,7 +261,7 @@ pub fn main(args: SandboxArgs) -> ExitCode {
     let policy = match policy(args) {
         Ok(p) => p,
         Err(e) => {
-            errln!("paddock: {}", super::error_chain::render(e.as_ref()));
+            errln!("paddock: {}", paddock::error_chain::chain(e.as_ref()));
             return ExitCode::from(2);
         }
     };

@@ -154,12 +154,7 @@ fn describe(e: &minijinja::Error) -> String {
             s.push_str(&format!(" ({name} line {line})"));
         }
     }
-    let mut source = std::error::Error::source(e);
-    while let Some(inner) = source {
-        s.push_str(&format!(": {inner}"));
-        source = inner.source();
-    }
-    s
+    crate::error_chain::with_causes(s, std::error::Error::source(e))
 }
 
 #[cfg(test)]
