@@ -109,10 +109,13 @@ pub enum WorkspaceError {
         base: String,
         stderr: String,
     },
-    #[error("repository {source_repo}: base ref `{base_ref}` is not a commit in it")]
+    /// `known`: the source's branches, and what to write instead
+    /// (`base_ref_names`), or empty.
+    #[error("repository {source_repo}: base ref `{base_ref}` is not a commit in it{known}")]
     BaseRef {
         source_repo: String,
         base_ref: String,
+        known: String,
     },
     #[error(
         "the prior attempt's branch `{branch}` is not in the source, and its bundle {} cannot \
@@ -1105,6 +1108,7 @@ impl Workspace {
             return Err(WorkspaceError::BaseRef {
                 source_repo: source.to_string(),
                 base_ref: base.to_string(),
+                known: String::new(),
             });
         };
         Ok(base_commit)
@@ -2228,7 +2232,51 @@ async fn resolve_in_source(
     Err(WorkspaceError::BaseRef {
         source_repo: source.to_string(),
         base_ref: base.to_string(),
+        known: base_ref_names(path).await,
     })
+}
+
+/// How many of a source's branches a refused base ref lists.
+const NAMED_BRANCHES: usize = 8;
+
+/// The branches of the repository at `path` (a local source, a URL's
+/// mirror), for a base ref it lacks: `; its branches: main, dev (and 3
+/// more); set repository.base_ref to one of them, a tag or a commit`, the
+/// most recently committed first, at most [`NAMED_BRANCHES`] of them, each
+/// cut to 100 characters (a remote's names are its own); empty when none
+/// can be read. Before, the refusal named no branch, and a mistyped
+/// `mian` left the user to look.
+async fn base_ref_names(path: &Path) -> String {
+    let Ok(out) = user_git(
+        path,
+        [
+            "for-each-ref",
+            "--sort=-committerdate",
+            "--format=%(refname:short)",
+            "refs/heads/",
+        ],
+    )
+    .await
+    else {
+        return String::new();
+    };
+    let names: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    if names.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<String> = names
+        .iter()
+        .take(NAMED_BRANCHES)
+        .map(|n| crate::cut_text::cut(n, crate::cut_text::Cut::chars(100)))
+        .collect();
+    let more = match names.len().saturating_sub(NAMED_BRANCHES) {
+        0 => String::new(),
+        n => format!(" (and {n} more)"),
+    };
+    format!(
+        "; its branches: {}{more}; set repository.base_ref to one of them, a tag or a commit",
+        shown.join(", ")
+    )
 }
 
 /// Copies the index `from` to `to` with `from`'s modification time: git
@@ -3204,6 +3252,27 @@ mod tests {
         );
     }
 
+    /// A base ref the source lacks is refused naming the source's
+    /// branches, at most eight, the rest counted (before, none: a
+    /// mistyped `mian` left the user to look).
+    #[tokio::test]
+    async fn a_missing_base_ref_names_the_sources_branches() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        for n in 0..10 {
+            sh(&r, &["branch", &format!("b{n}")]);
+        }
+        let err = resolve_in_source(&r, "src", "mian", true)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "repository src: base ref `mian` is not a commit in it; its branches: b0, b1, b2, \
+             b3, b4, b5, b6, b7 (and 3 more); set repository.base_ref to one of them, a tag or \
+             a commit"
+        );
+    }
+
     #[tokio::test]
     async fn bad_inputs_name_what_and_leave_nothing() {
         let tmp = TmpDir::new();
@@ -3215,7 +3284,8 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "repository {}: base ref `nope` is not a commit in it",
+                "repository {}: base ref `nope` is not a commit in it; its branches: main; set \
+                 repository.base_ref to one of them, a tag or a commit",
                 r.display()
             )
         );

@@ -340,7 +340,8 @@ async fn bad_base_ref_is_a_failed_job_and_leaves_no_workspace() {
         rec.reason.as_deref(),
         Some(
             format!(
-                "repository {}: base ref `no-such-branch` is not a commit in it",
+                "repository {}: base ref `no-such-branch` is not a commit in it; its branches: \
+                 main; set repository.base_ref to one of them, a tag or a commit",
                 repo.display()
             )
             .as_str()
