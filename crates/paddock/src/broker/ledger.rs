@@ -7,7 +7,9 @@
 //! whose end is never seen (its `paddock` dies, the engine hangs up before
 //! the answer) stays `in_flight` until the runner's teardown or the reaper
 //! settles it `interrupted`. The broker never waits for a row it cannot
-//! write ahead: it refuses that call (nothing was spent).
+//! write ahead: it refuses that call (nothing was spent). A settled row it
+//! cannot write goes to the runner all the same ([`Settled::unwritten`]),
+//! which writes it again (`runner/calls.rs`).
 //!
 //! A call refused before it was forwarded (nothing spent) leaves a row
 //! only while the job's records are within `limits.max_records`
@@ -129,12 +131,23 @@ impl Ledger for StoreLedger {
     }
 }
 
+/// A settled row as the runner is told of it: the row, and why it is not
+/// on the ledger when the broker could not write it (the store failed, or
+/// did not answer in [`LEDGER_WAIT`]); the runner writes it then, so that
+/// the ledger keeps the call's own figures, not the estimate it was
+/// written ahead with.
+#[derive(Debug)]
+pub struct Settled {
+    pub row: ModelCall,
+    pub unwritten: Option<LedgerError>,
+}
+
 /// Writes one job's rows through its [`Ledger`], counts the rows not yet
 /// settled, and hands each settled row to the runner.
 #[derive(Debug, Clone)]
 pub(crate) struct Recorder {
     ledger: Arc<dyn Ledger>,
-    calls: mpsc::UnboundedSender<ModelCall>,
+    calls: mpsc::UnboundedSender<Settled>,
     /// Rows written ahead and not settled, plus settled rows being written.
     pending: Arc<watch::Sender<usize>>,
     /// The job's token: never in a row.
@@ -150,7 +163,7 @@ pub const UNPRICED_LABEL: &str = "unpriced";
 impl Recorder {
     pub fn new(
         ledger: Arc<dyn Ledger>,
-        calls: mpsc::UnboundedSender<ModelCall>,
+        calls: mpsc::UnboundedSender<Settled>,
         token: Secret,
         prices: Arc<super::PriceTable>,
     ) -> Recorder {
@@ -236,17 +249,20 @@ impl Recorder {
             }
         }
         tokio::spawn(async move {
-            match tokio::time::timeout(LEDGER_WAIT, recorder.ledger.settle(&row)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "broker ledger"),
-                Err(_) => tracing::error!(
-                    job_id = %row.job_id,
-                    seq = row.seq,
-                    "broker ledger: the settled row was not written in time (it stays in flight)"
-                ),
+            let unwritten =
+                match tokio::time::timeout(LEDGER_WAIT, recorder.ledger.settle(&row)).await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e),
+                    Err(_) => Some(LedgerError::TimedOut {
+                        job_id: row.job_id.clone(),
+                        seq: row.seq,
+                    }),
+                };
+            if let Some(e) = &unwritten {
+                tracing::warn!(error = %e, "broker ledger: the settled row is left to the runner");
             }
             crate::telemetry::model_call(&row, recorder.metric_model(&row));
-            let _ = recorder.calls.send(row);
+            let _ = recorder.calls.send(Settled { row, unwritten });
             recorder.done();
         })
     }

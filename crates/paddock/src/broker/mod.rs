@@ -9,7 +9,6 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use paddock_protocol::ModelCall;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -150,9 +149,9 @@ pub struct BrokerHandle {
     /// `http://127.0.0.1:PORT`, without a path.
     pub url: String,
     pub token: Secret,
-    /// One ledger row per model call, in completion order, once written
-    /// to the ledger.
-    pub calls: mpsc::UnboundedReceiver<ModelCall>,
+    /// One ledger row per model call, in completion order, once the
+    /// broker wrote it to the ledger or failed to (`Settled::unwritten`).
+    pub calls: mpsc::UnboundedReceiver<ledger::Settled>,
     /// Budget refusals and cuts, as they happen.
     pub policy: mpsc::UnboundedReceiver<PolicyNotice>,
     shared: Arc<Shared>,

@@ -46,6 +46,9 @@ pub(super) struct Streamed {
     /// Why the runner stopped a job that timed out (`ended` is
     /// `TimedOut`): the limit that ran out (`clock.rs`).
     pub timeout_reason: Option<String>,
+    /// A call's settled row is on neither the broker's nor the runner's
+    /// write (`calls.rs`): it is settled `interrupted` at teardown.
+    pub unwritten_rows: bool,
 }
 
 /// Follows the running engine until it exited and its stdout is drained,
@@ -75,6 +78,7 @@ pub(super) async fn stream(
         held_reason: None,
         failed_reason: None,
         timeout_reason: None,
+        unwritten_rows: false,
     };
     let max_output = spec.limits.max_output_bytes;
     let mut printed: u64 = 0;
@@ -121,7 +125,7 @@ pub(super) async fn stream(
             }
             () = &mut grace, if out.exited.is_some() => break,
             Some(call) = run.broker.calls.recv() => {
-                record_call(em, call, run.broker.spent_micros()).await?;
+                out.unwritten_rows |= record_call(em, call, run.broker.spent_micros()).await?;
             }
             Some(rec) = network::next(&mut run.egress) => {
                 network::record(em, rec).await?;

@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 /// How long a stopped engine's supervisor may take to kill its tree.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Why a call still in flight at the job's end is settled `interrupted`.
-const INTERRUPTED_AT_END: &str =
+pub(super) const INTERRUPTED_AT_END: &str =
     "the job ended before the call's answer did; its cost is estimated from what was metered";
 
 /// What the engine and its broker left, once both are gone.
@@ -129,15 +129,17 @@ pub(super) async fn tear_down(
     // is not settled by then is settled `interrupted` on the ledger.
     let settled = broker.settled(broker::ledger::LEDGER_WAIT).await;
     while let Ok(call) = broker.calls.try_recv() {
-        record_call(em, call, broker.spent_micros()).await?;
+        streamed.unwritten_rows |= record_call(em, call, broker.spent_micros()).await?;
     }
     let held = broker.held();
     let served_refused = broker.served_refused();
     // Settled `interrupted` while the broker still holds them: dropping
     // the broker ends their streams, whose own settling ("the engine
     // closed the connection") would otherwise race this one and win or
-    // lose by timing. The store keeps the first settling only.
-    if !settled {
+    // lose by timing. The store keeps the first settling only. So are the
+    // rows whose settling neither the broker nor the runner could write
+    // (`calls.rs`), which would otherwise stay `in_flight` after the job.
+    if !settled || streamed.unwritten_rows {
         interrupt_calls(em).await?;
     }
     drop(broker);

@@ -441,6 +441,7 @@ async fn a_heartbeat_after_the_jobs_own_end_is_not_a_reclaim() {
             fails: |_| false,
             linger: std::time::Duration::from_millis(50),
             reaps: None,
+            settle_fails: std::sync::atomic::AtomicUsize::new(0),
         });
         let runner = host.runner_beating(store, rung, liveness.clone());
         let (result, _) = run(&runner, &host.spec()).await;
@@ -655,6 +656,9 @@ pub(crate) struct FailingStore {
     pub fails: fn(&paddock_protocol::AgentEvent) -> bool,
     pub linger: std::time::Duration,
     pub reaps: Option<ReapAt>,
+    /// How many of the next settlings of a model call's row fail (a full
+    /// disk at that moment).
+    pub settle_fails: std::sync::atomic::AtomicUsize,
 }
 
 /// Where a [`FailingStore`] runs a full reaper pass (`paddock gc`'s) of
@@ -691,6 +695,7 @@ impl FailingStore {
             fails: |_| false,
             linger: std::time::Duration::ZERO,
             reaps: Some(reaps),
+            settle_fails: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -882,6 +887,18 @@ impl crate::store::Store for FailingStore {
         &self,
         call: &paddock_protocol::ModelCall,
     ) -> Result<bool, StoreError> {
+        use std::sync::atomic::Ordering;
+        let failing = self
+            .settle_fails
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failing {
+            return Err(StoreError::InsertModelCall {
+                job_id: call.job_id.clone(),
+                seq: call.seq,
+                source: sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::StorageFull)),
+            });
+        }
         self.inner.settle_model_call(call).await
     }
     async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
@@ -1029,6 +1046,7 @@ async fn a_store_failure_after_provisioning_still_removes_the_workspace() {
         },
         linger: std::time::Duration::ZERO,
         reaps: None,
+        settle_fails: std::sync::atomic::AtomicUsize::new(0),
     });
     let runner = host.runner_with(store, done_rung());
     let (result, _) = run(&runner, &host.spec()).await;
@@ -1333,3 +1351,4 @@ async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
 
 mod metrics;
 mod rung_fallback;
+mod settle_again;

@@ -425,7 +425,7 @@ async fn a_non_streaming_bedrock_invoke_is_metered() {
         upstream.requests()[0].path,
         "/model/global.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke"
     );
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     let usage = TokenUsage {
         input_tokens: 40,
         cached_input_tokens: 7,
@@ -472,7 +472,7 @@ async fn a_bedrock_invoke_served_by_a_model_outside_the_allowlist_is_withheld() 
         body,
         serde_json::json!({"type": "error", "error": {"type": "permission_error", "message": message}})
     );
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     assert_eq!(
         (
             call.status,
@@ -553,7 +553,7 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
         "{message}"
     );
 
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     assert_eq!(
         (
             call.provider.as_str(),

@@ -83,7 +83,7 @@ async fn call_and_check(mut broker: BrokerHandle, path: &str, body: serde_json::
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap();
     assert_eq!(status, 200, "{text}");
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     eprintln!(
         "live {}: {} tokens in, {} out, {:?} ms",
         call.provider, call.tokens.input_tokens, call.tokens.output_tokens, call.duration_ms

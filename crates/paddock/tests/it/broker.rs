@@ -179,7 +179,7 @@ async fn post(
 async fn ledger(rig: &mut Rig, n: usize) -> Vec<ModelCall> {
     let mut calls = Vec::new();
     while calls.len() < n {
-        calls.push(rig.broker.calls.recv().await.unwrap());
+        calls.push(rig.broker.calls.recv().await.unwrap().row);
     }
     calls.sort_by_key(|c| c.seq);
     calls
@@ -1025,6 +1025,7 @@ async fn a_call_naming_the_providers_stored_state_is_refused() {
                 .await
                 .ok()
                 .flatten()
+                .map(|settled| settled.row)
                 .map(|row| (row.status, row.http_status, row.error, row.requested_model));
         let message = format!("paddock broker: no route for {method} {shown}");
         routes.push((status, answer, row, rig.broker.policy.try_recv().ok()));
@@ -2170,7 +2171,7 @@ async fn calls_are_priced_at_the_service_tier_the_answer_reports() {
             .await
             .unwrap();
         assert_eq!(resp.status().as_u16(), 200, "{tier}");
-        let call = broker.calls.recv().await.unwrap();
+        let call = broker.calls.recv().await.unwrap().row;
         costs.push((tier, call.status, call.cost_micros));
     }
     let anthropic = serde_json::json!({"id": "m", "type": "message", "role": "assistant",
@@ -2190,7 +2191,7 @@ async fn calls_are_priced_at_the_service_tier_the_answer_reports() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     costs.push(("standard", call.status, call.cost_micros));
     assert_eq!(
         costs,
@@ -2234,7 +2235,7 @@ async fn cache_writes_kept_an_hour_are_priced_at_their_own_rate() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     // 10 × $3/M + 100 000 × $6/M + 10 × $15/M.
     assert_eq!((call.status, call.cost_micros), (CallStatus::Ok, 600_180));
     assert_eq!(broker.spent_micros(), 600_180);
@@ -2323,7 +2324,7 @@ async fn an_upstream_event_past_the_limit_is_cut() {
         "{} bytes reached the engine",
         text.len()
     );
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     assert_eq!(
         (call.status, call.error.as_deref(), call.estimated),
         (CallStatus::StreamError, Some(cut), true)
@@ -2360,7 +2361,7 @@ async fn a_whole_answer_past_the_limit_is_withheld() {
         serde_json::from_str::<serde_json::Value>(&resp.text().await.unwrap()).unwrap(),
         serde_json::json!({"error": {"message": message, "type": "api_error", "code": "api_error"}})
     );
-    let call = broker.calls.recv().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
     assert_eq!(
         (call.status, call.error.as_deref(), call.estimated),
         (CallStatus::StreamError, Some(message), true)
@@ -2663,7 +2664,8 @@ async fn a_call_the_engine_hangs_up_on_is_metered_as_the_upstream_billed_it() {
         let call = tokio::time::timeout(std::time::Duration::from_secs(120), broker.calls.recv())
             .await
             .expect("the call is settled")
-            .unwrap();
+            .unwrap()
+            .row;
         assert_eq!(
             (call.tokens, call.cost_micros, call.estimated),
             (billed(), cost, false),
@@ -2907,7 +2909,7 @@ async fn calls_side_by_side_cannot_each_pass_their_input_estimate() {
     statuses.sort_unstable();
     let mut rows = Vec::new();
     for _ in 0..10 {
-        let call = broker.calls.recv().await.unwrap();
+        let call = broker.calls.recv().await.unwrap().row;
         rows.push((call.status, call.cost_micros));
     }
     rows.sort_unstable_by_key(|(s, c)| (format!("{s:?}"), *c));

@@ -206,7 +206,7 @@ async fn a_malformed_usage_count_is_estimated_not_trusted() {
             .unwrap();
         assert_eq!(resp.status(), 200, "{path}");
         let _ = resp.bytes().await.unwrap();
-        let call = broker.calls.recv().await.unwrap();
+        let call = broker.calls.recv().await.unwrap().row;
         let request_bytes = sizes.lock().unwrap()[0];
         let message = format!(
             "paddock broker: the upstream's {field}, not a token count (a whole number from 0 to 9223372036854775807): the call is estimated"
@@ -269,7 +269,7 @@ async fn a_mislabelled_stream_is_metered_or_withheld() {
             .unwrap();
         let status = resp.status().as_u16();
         let body = resp.text().await.unwrap();
-        let call = broker.calls.recv().await.unwrap();
+        let call = broker.calls.recv().await.unwrap().row;
         if content_type == "Text/Event-Stream" {
             assert_eq!((status, body.as_str()), (200, answer.as_str()));
             assert_eq!(
