@@ -109,6 +109,15 @@ pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
     } else {
         outln!("{}", table(&jobs, &owners, &local_time::system()));
     }
+    // A `running` job whose process stopped renewing its heartbeat.
+    let shown = jobs
+        .iter()
+        .filter(|j| j.status == JobStatus::Running)
+        .map(|j| j.id.as_str())
+        .collect();
+    for line in super::stale_note::lines(&*store, &shown).await {
+        errln!("{line}");
+    }
     Ok(exit::DONE)
 }
 

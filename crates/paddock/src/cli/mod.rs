@@ -36,6 +36,7 @@ pub mod run;
 pub mod sandbox;
 pub mod serve;
 pub mod show;
+pub mod stale_note;
 pub mod token;
 pub mod usage;
 

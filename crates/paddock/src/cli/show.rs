@@ -44,6 +44,13 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
     let publish_failure = paddock::results::republish::last_publish_failure(&*store, &job_id)
         .await
         .context("read the events")?;
+    // A `running` job whose process stopped renewing its heartbeat.
+    if record.status == paddock_protocol::JobStatus::Running {
+        let shown = std::iter::once(job_id.as_str()).collect();
+        for line in super::stale_note::lines(&*store, &shown).await {
+            errln!("{line}");
+        }
+    }
     if args.json {
         let value = serde_json::json!({
             "record": record,

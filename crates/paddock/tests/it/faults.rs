@@ -168,6 +168,54 @@ async fn paddock_cancel_stops_a_run_from_another_terminal() {
     );
 }
 
+/// A job whose `paddock` was killed stays `running` in the store until a
+/// reaper pass; `paddock jobs` and `paddock show` say on stderr that its
+/// heartbeat stopped and what to do, and say nothing of a live job whose
+/// heartbeat is renewed. Before, both showed it `running` without a word.
+#[tokio::test]
+async fn jobs_and_show_say_when_a_running_jobs_heartbeat_stopped() {
+    let home = Home::new();
+    home.write_config("[hosts]\nheartbeat_secs = 1\nheartbeat_ttl_secs = 4\n");
+    let spec = fake_codex_job(&home, "process", "touch started; sleep 600", 120);
+    let mut child = home.spawn(&["run", "--json", spec.to_str().unwrap()]);
+    assert!(created_in_work(&home, "started").await);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let live = home.paddock(&["jobs"], &[]).await;
+    child.kill().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let jobs = home.paddock(&["jobs"], &[]).await;
+    let show = home.paddock(&["show", "latest"], &[]).await;
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+    let said = stderr(&jobs);
+    let age: i64 = said
+        .split("heartbeat is ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default();
+    let host = home
+        .store()
+        .await
+        .job_owner(&id)
+        .await
+        .unwrap()
+        .unwrap()
+        .name;
+    let line = format!(
+        "paddock: job {id} is recorded running, but its heartbeat is {age} s old (more than \
+         [hosts] heartbeat_ttl_secs, 4 s): the paddock process running it on host {host} most \
+         likely died; `paddock gc` there (or its next `paddock run` or `paddock serve`) cleans \
+         up after it and marks it failed\n"
+    );
+    assert_eq!(
+        (stderr(&live), said, stderr(&show), age >= 5),
+        (String::new(), line.clone(), line, true)
+    );
+    let gc = home.paddock(&["gc"], &[]).await;
+    assert_eq!(gc.status.code(), Some(0), "{}", stderr(&gc));
+    assert_eq!(ended(&home, &id).await, (JobStatus::Failed, vec![]));
+}
+
 /// `paddock run job.toml | head -3`, and the same for stderr: the
 /// terminal goes away under a running job, which still ends properly.
 #[tokio::test]
