@@ -61,6 +61,11 @@ pub enum BounceError {
     Spec { job_id: String, message: String },
     #[error("the next attempt after job {job_id}: reading the review failed: {message}")]
     Review { job_id: String, message: String },
+    /// The forge did not answer the review's read (no connection, a
+    /// timeout, a 5xx, a rate limit): nothing of the caller's to fix, and
+    /// asking again later may succeed.
+    #[error("the next attempt after job {job_id}: the forge did not answer the review's read: {message} (nothing was queued; submit it again once the forge answers)")]
+    ForgeUnavailable { job_id: String, message: String },
     #[error("the next attempt after job {job_id}: {source}")]
     Store { job_id: String, source: StoreError },
     #[error("the next attempt after job {job_id}: another process is publishing it or reading its review (its lease in {jobs_dir} is held); try again")]
@@ -78,8 +83,9 @@ pub enum BounceError {
 
 impl BounceError {
     /// The stable code the API and the CLI's exit code give it: the
-    /// caller's to fix (or to try again, `Busy`), but for the store and
-    /// the lease failing under it.
+    /// caller's to fix (or to try again, `Busy`), but for the store, the
+    /// lease and the forge failing under it (the server answers the last
+    /// 502 `forge_unavailable`, `server/jobs.rs`).
     pub fn code(&self) -> paddock_protocol::api::ErrorCode {
         use paddock_protocol::api::ErrorCode;
         match self {
@@ -91,7 +97,7 @@ impl BounceError {
             | BounceError::Review { .. }
             | BounceError::Busy { .. } => ErrorCode::BadInput,
             BounceError::Store { .. } => ErrorCode::StoreLost,
-            BounceError::Lease { .. } => ErrorCode::Internal,
+            BounceError::Lease { .. } | BounceError::ForgeUnavailable { .. } => ErrorCode::Internal,
         }
     }
 }
@@ -236,9 +242,15 @@ pub async fn attempts_after(
     if !super::tokens_left(&artifacts) {
         let _ = lease.release();
     }
-    let review_err = |e: super::forge::ForgeError| BounceError::Review {
-        job_id: job_id.to_string(),
-        message: e.to_string(),
+    let review_err = |e: super::forge::ForgeError| match e.unavailable() {
+        true => BounceError::ForgeUnavailable {
+            job_id: job_id.to_string(),
+            message: e.to_string(),
+        },
+        false => BounceError::Review {
+            job_id: job_id.to_string(),
+            message: e.to_string(),
+        },
     };
     let comments = comments.map_err(review_err)?;
     // Merged: the work is in the base, and the next attempt starts there.

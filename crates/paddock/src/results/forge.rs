@@ -87,6 +87,23 @@ pub enum ForgeError {
     },
 }
 
+impl ForgeError {
+    /// The forge did not answer as a forge that works does: no connection
+    /// or answer in time (`Request`), a server error (5xx), a rate limit
+    /// (429, or a 403 that says when to try again). Not the caller's to
+    /// fix (unlike a 401, a 404 or a 422), and asking again later may
+    /// succeed.
+    pub fn unavailable(&self) -> bool {
+        match self {
+            ForgeError::Request { .. } => true,
+            ForgeError::Status { status, limit, .. } => {
+                *status >= 500 || *status == 429 || !limit.is_empty()
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The pull request a job asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PullRequestDraft {
@@ -277,5 +294,52 @@ impl Forge for ForgeBackend {
     }
     async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {
         self.inner().review_comments(branch, base).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only what a working forge would not answer (no answer, a 5xx, a
+    /// rate limit) is the forge unavailable; a refusal (401, 403, 404,
+    /// 422) and an answer not understood are not.
+    #[test]
+    fn a_forge_is_unavailable_only_when_it_does_not_answer_as_one_that_works() {
+        let status = |status: u16, limit: &str| ForgeError::Status {
+            forge: "github",
+            step: "read",
+            status,
+            message: "m".into(),
+            limit: limit.into(),
+        };
+        let errors = [
+            ForgeError::Request {
+                forge: "github",
+                step: "read",
+                url: "https://api.example/".into(),
+                message: "timed out".into(),
+            },
+            status(502, ""),
+            status(503, ""),
+            status(429, ""),
+            status(403, "; the forge's rate limit is spent"),
+            status(403, ""),
+            status(401, ""),
+            status(404, ""),
+            status(422, ""),
+            ForgeError::Decode {
+                forge: "github",
+                step: "read",
+                message: "m".into(),
+            },
+        ];
+        assert_eq!(
+            errors
+                .iter()
+                .map(ForgeError::unavailable)
+                .collect::<Vec<_>>(),
+            [true, true, true, true, true, false, false, false, false, false]
+        );
     }
 }

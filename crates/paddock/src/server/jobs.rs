@@ -25,6 +25,7 @@ use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
 use crate::cut_text::{cut, Cut, Length};
+use crate::results::bounce::BounceError;
 use crate::runner::{AdmitError, AfterError, ErrorCode};
 use crate::store::{JobQuery, Owner};
 
@@ -85,6 +86,7 @@ pub struct JobSpecBody(serde_json::Value);
             headers(("location" = String, description = "The job's URL"))),
         (status = 400, description = "A malformed query (`priority` not an integer, `attempt_after` empty or over 128 characters)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The spec cannot run (the CLI's errors), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "The forge did not answer the read of the prior job's review (`forge_unavailable`): submit it again once it answers", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn submit(
@@ -131,6 +133,16 @@ pub async fn submit(
             // `policy_refused` with its rule when the host profile refuses.
             SubmitError::Admit(e) | SubmitError::After(AfterError::Admit(e)) => {
                 Problem::from(named(e))
+            }
+            // The forge down is not the caller's input to fix (not 422):
+            // asking again later may succeed.
+            SubmitError::After(e @ AfterError::Prior(BounceError::ForgeUnavailable { .. })) => {
+                Problem::new(
+                    502,
+                    "forge_unavailable",
+                    "the forge did not answer",
+                    super::problem::chain(&e),
+                )
             }
             SubmitError::After(e) => Problem::runner(e.code(), super::problem::chain(&e)),
             SubmitError::Store(e) => Problem::from(e),

@@ -337,3 +337,83 @@ async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is
         JobStatus::Done
     );
 }
+
+/// The forge down (503 to every request) when the next attempt reads the
+/// prior job's review: not the caller's input to fix, so neither a 422
+/// `bad_input` nor `paddock run`'s exit 2 (which say "fix the spec", and
+/// a client does not submit it again), but a 502 `forge_unavailable` and
+/// exit 70, naming the forge's answer and that nothing was queued. Before,
+/// both were bad input.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forge_down_at_the_reviews_read_is_a_502_not_bad_input() {
+    use crate::results::{stand_in_job, with_github, TOKEN};
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let file = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&file, &mock.url, &format!("file://{}", bare.display()));
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let first = record(
+        &home
+            .paddock(&["run", "--json", file.to_str().unwrap()], &env)
+            .await,
+    );
+    mock.set_down(true);
+    let run = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                file.to_str().unwrap(),
+                "--attempt-after",
+                &first.id,
+            ],
+            &env,
+        )
+        .await;
+    let server = Server::start_env(
+        &home,
+        &[
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-ref",
+            "env:PADDOCK_TEST_GH_TOKEN",
+        ],
+        &env,
+    )
+    .await;
+    let mut spec = serde_json::to_value(JobSpec::load(&file).unwrap()).unwrap();
+    // A server checks a push URL's host; this one is never pushed to.
+    spec["results"]["github"]["push_url"] = Value::from("http://127.0.0.1:9/widgets.git");
+    let before = home.store().await.jobs(100).await.unwrap();
+    let resp = submit_after(&server, &spec, &first.id, 0).await;
+    let status = resp.status().as_u16();
+    let problem: Value = body(resp).await;
+    let detail = format!(
+        "the next attempt after job {}: the forge did not answer the review's read: github: \
+         find the pull request: HTTP 503: Service Unavailable (nothing was queued; \
+         submit it again once the forge answers)",
+        first.id
+    );
+    assert_eq!(
+        (
+            first.status,
+            run.status.code(),
+            String::from_utf8_lossy(&run.stderr).into_owned(),
+            status,
+            problem["code"].clone(),
+            problem["detail"].clone(),
+            home.store().await.jobs(100).await.unwrap() == before,
+        ),
+        (
+            JobStatus::Done,
+            Some(70),
+            format!("paddock: {detail}\n"),
+            502,
+            Value::from("forge_unavailable"),
+            Value::from(detail.clone()),
+            true
+        )
+    );
+}
