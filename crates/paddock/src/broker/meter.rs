@@ -12,7 +12,7 @@ use paddock_protocol::TokenUsage;
 use serde_json::Value;
 
 use super::error_text::{error_message, truncate};
-use super::wire::note_tier;
+use super::wire::{answer_chars, note_tier, NO_BODY_USAGE};
 
 pub use super::wire::Api;
 
@@ -249,11 +249,26 @@ impl Meter {
         // OpenAI: top level; Anthropic: in `usage`.
         note_tier(&mut self.reading, Some(v));
         note_tier(&mut self.reading, v.get("usage"));
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.reading.usage = Some(self.api.body_usage(&mut self.reading, u));
-            self.api.note_body_usage(&mut self.reading, u);
+        match v.get("usage").filter(|u| u.is_object()) {
+            Some(u) => {
+                self.reading.usage = Some(self.api.body_usage(&mut self.reading, u));
+                self.api.note_body_usage(&mut self.reading, u);
+            }
+            // The answer came whole: complete, but with nothing to price
+            // it by.
+            None => {
+                self.reading
+                    .bad_usage
+                    .get_or_insert_with(|| NO_BODY_USAGE.to_string());
+            }
         }
-        self.reading.completed = self.reading.usage.is_some();
+        // An answer whose usage is not priced as it is (none, or a count
+        // malformed) is estimated: its output from its text, as a stream's
+        // is from its deltas.
+        if self.reading.bad_usage.is_some() {
+            self.reading.generated_chars = answer_chars(v);
+        }
+        self.reading.completed = true;
         self.reading.usage_final = self.reading.usage.is_some();
     }
 }

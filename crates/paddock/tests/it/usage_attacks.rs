@@ -4,7 +4,9 @@
 //! write): it is estimated, each count at least its estimate, and its row
 //! says why. And one that mislabels its stream: a stream is metered
 //! whatever the case of its content type, and a success answer the meter
-//! cannot read (an SSE stream labelled JSON) is withheld.
+//! cannot read (an SSE stream labelled JSON) is withheld. And one whose
+//! whole JSON answer has no usage to price: its output is estimated from
+//! its text.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -309,6 +311,98 @@ async fn a_mislabelled_stream_is_metered_or_withheld() {
                 "{call:?}"
             );
         }
+    }
+}
+
+/// A whole JSON answer (each API's shape) whose usage cannot be priced as
+/// it is (none at all, or its output count malformed) is estimated from
+/// its text: the model's text, reasoning and tool calls, not its ids,
+/// types or model name. Before, such an answer's output was priced at
+/// nothing (the estimate counted only a stream's deltas) and one without
+/// usage was recorded as a stream cut short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_answer_without_a_priced_usage_is_estimated_from_its_text() {
+    let quarter = "x".repeat(TEXT / 4);
+    let no_usage =
+        "paddock broker: the upstream's answer has no `usage` object: the call is estimated";
+    let cases = [
+        (
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-5.5", "input": "hello"}),
+            serde_json::json!({"id": "resp_0123456789", "object": "response", "model": "gpt-5.5",
+                "status": "completed", "output": [
+                {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": quarter}]},
+                {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+                 "content": [{"type": "output_text", "text": format!("{quarter}{quarter}"), "annotations": []}]},
+                {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "",
+                 "arguments": quarter}]}),
+            no_usage.to_string(),
+            None,
+        ),
+        (
+            "/v1/messages",
+            serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 1000,
+                "messages": [{"role": "user", "content": "hello"}]}),
+            serde_json::json!({"id": "msg_0123456789", "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-5", "stop_reason": "end_turn", "content": [
+                {"type": "thinking", "thinking": quarter, "signature": ""},
+                {"type": "text", "text": quarter},
+                {"type": "tool_use", "id": "toolu_1", "name": "", "input": {"command": format!("{quarter}{quarter}")}}],
+                "usage": {"input_tokens": 1000, "output_tokens": -5}}),
+            "paddock broker: the upstream's `usage.output_tokens` is -5, not a token count (a whole number from 0 to 9223372036854775807): the call is estimated".to_string(),
+            Some(1000),
+        ),
+        (
+            "/v1/chat/completions",
+            serde_json::json!({"model": "gpt-5.5", "messages": [{"role": "user", "content": "hello"}]}),
+            serde_json::json!({"id": "chatcmpl-0123456789", "object": "chat.completion", "model": "gpt-5.5",
+                "system_fingerprint": "fp_1", "choices": [{"index": 0, "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": format!("{quarter}{quarter}{quarter}"),
+                "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "", "arguments": quarter}}]}}]}),
+            no_usage.to_string(),
+            None,
+        ),
+    ];
+    for (path, request, answer, message, input) in cases {
+        let (base, sizes) = lying_upstream("application/json", answer.to_string()).await;
+        let mut broker = broker_at(base).await;
+        let resp = client()
+            .post(format!("{}{path}", broker.url))
+            .bearer_auth(broker.token.expose())
+            .header("content-type", "application/json")
+            .body(request.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&resp.bytes().await.unwrap()).unwrap(),
+            answer,
+            "{path}: the answer reaches the engine as it is"
+        );
+        let call = broker.calls.recv().await.unwrap().row;
+        let request_bytes = sizes.lock().unwrap()[0];
+        assert_eq!(
+            (
+                call.status,
+                call.estimated,
+                call.tokens,
+                call.error.as_deref()
+            ),
+            (
+                CallStatus::Ok,
+                true,
+                TokenUsage {
+                    input_tokens: input.unwrap_or(request_bytes / 4),
+                    output_tokens: (TEXT / 4) as u64,
+                    ..TokenUsage::default()
+                },
+                Some(message.as_str()),
+            ),
+            "{path}: {call:?}"
+        );
+        assert!(call.cost_micros > 0, "{path}: {call:?}");
     }
 }
 

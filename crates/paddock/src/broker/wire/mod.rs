@@ -164,6 +164,53 @@ fn count(n: &Value, ptr: &str, bad: &mut Option<String>) -> u64 {
     }
 }
 
+/// What a whole JSON answer without a usage to price says: the call is
+/// estimated, its output from the answer's text ([`answer_chars`]).
+pub(super) const NO_BODY_USAGE: &str =
+    "paddock broker: the upstream's answer has no `usage` object: the call is estimated";
+
+/// The keys of an answer whose string values are its bookkeeping, not
+/// text the model generated.
+const NOT_GENERATED: &[&str] = &[
+    "id",
+    "object",
+    "model",
+    "type",
+    "role",
+    "status",
+    "service_tier",
+    "finish_reason",
+    "stop_reason",
+    "stop_sequence",
+    "system_fingerprint",
+    "call_id",
+    "tool_use_id",
+];
+
+/// The characters of every string in a whole JSON answer `v` but its
+/// bookkeeping ([`NOT_GENERATED`]) and its `usage`: the text, reasoning,
+/// tool calls and their arguments the model generated, in any of the
+/// APIs' shapes, known or not (a text the list misses counts; none is
+/// left out), for estimating the output of an answer whose usage cannot
+/// be priced. Iterative, so an answer nested deep costs no stack.
+pub(super) fn answer_chars(v: &Value) -> u64 {
+    let mut total: u64 = 0;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => total = total.saturating_add(s.chars().count() as u64),
+            Value::Array(items) => stack.extend(items.iter()),
+            Value::Object(map) => stack.extend(
+                map.iter()
+                    .filter(|(k, _)| k.as_str() != "usage" && !NOT_GENERATED.contains(&k.as_str()))
+                    .map(|(_, v)| v),
+            ),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    total
+}
+
 /// Keeps the first malformed usage field of a reading.
 fn note_bad(reading: &mut Reading, bad: Option<String>) {
     if reading.bad_usage.is_none() {
