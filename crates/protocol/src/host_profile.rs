@@ -566,7 +566,7 @@ mod tests {
             ],
             [
                 "host profile p.toml: field `max_concurrent_jobs`: invalid value: integer \
-                 `-1`, expected u32 (line 2, column 23)"
+                 `-1`, expected a whole number, 0 or more (line 2, column 23)"
                     .to_owned(),
                 format!(
                     "host profile p.toml: field `bogus`: unknown field `bogus`, expected one \

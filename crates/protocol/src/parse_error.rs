@@ -28,7 +28,7 @@ pub(crate) fn json(e: serde_path_to_error::Error<serde_json::Error>) -> (String,
             (String::new(), format!("not valid JSON: {inner}"))
         }
         serde_json::error::Category::Io | serde_json::error::Category::Data => {
-            (field, inner.to_string())
+            (field, plain_types(&inner.to_string()))
         }
     }
 }
@@ -39,7 +39,7 @@ pub(crate) fn json(e: serde_path_to_error::Error<serde_json::Error>) -> (String,
 pub fn toml(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> (String, String) {
     let field = field(e.path());
     let inner = e.into_inner();
-    let message = inner.message().trim_end().replace('\n', "; ");
+    let message = plain_types(&inner.message().trim_end().replace('\n', "; "));
     let message = match inner.span() {
         Some(span) => {
             let (line, col) = line_col(text, span.start);
@@ -48,6 +48,44 @@ pub fn toml(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> (Stri
         None => message,
     };
     (field, message)
+}
+
+/// The words for the Rust types serde's messages name (`expected f64`,
+/// `expected u32`): what a user writes there, `expected a number`,
+/// `expected a whole number, 0 or more`. Before, a spec's `max_usd =
+/// "lots"` was said to expect an `f64`.
+fn plain_types(message: &str) -> String {
+    const TYPES: [(&str, &str); 12] = [
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("u64", "a whole number, 0 or more"),
+        ("u32", "a whole number, 0 or more"),
+        ("u16", "a whole number, 0 or more"),
+        ("u8", "a whole number, 0 or more"),
+        ("usize", "a whole number, 0 or more"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("i16", "a whole number"),
+        ("i8", "a whole number"),
+        ("isize", "a whole number"),
+    ];
+    let mut out = message.to_owned();
+    for (ty, words) in TYPES {
+        let said = format!("expected {ty}");
+        let mut from = 0;
+        while let Some(at) = out.get(from..).and_then(|rest| rest.find(&said)) {
+            let start = from + at;
+            let end = start + said.len();
+            // `expected u8` is not the start of `expected u80…`.
+            if out[end..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                from = end;
+                continue;
+            }
+            out.replace_range(start..end, &format!("expected {words}"));
+            from = start + "expected ".len() + words.len();
+        }
+    }
+    out
 }
 
 /// The 1-based line and column (in characters) of byte `offset` in `text`.
@@ -94,6 +132,24 @@ mod tests {
     fn parse(text: &str) -> (String, String) {
         let mut de = serde_json::Deserializer::from_str(text);
         json(serde_path_to_error::deserialize::<_, Doc>(&mut de).unwrap_err())
+    }
+
+    #[test]
+    fn rust_type_names_are_said_in_a_users_words() {
+        assert_eq!(
+            [
+                plain_types("invalid type: string \"lots\", expected f64"),
+                plain_types("invalid value: integer `-1`, expected u32 (line 2, column 23)"),
+                plain_types("invalid type: string \"x\", expected i64 at line 1 column 4"),
+                plain_types("expected u8x, expected usize"),
+            ],
+            [
+                "invalid type: string \"lots\", expected a number",
+                "invalid value: integer `-1`, expected a whole number, 0 or more (line 2, column 23)",
+                "invalid type: string \"x\", expected a whole number at line 1 column 4",
+                "expected u8x, expected a whole number, 0 or more",
+            ]
+        );
     }
 
     #[test]

@@ -689,7 +689,7 @@ async fn a_host_profile_refusal_names_what_named_the_profile() {
                 "the job spec cannot run",
                 "policy.profile: host profile `bad`: cannot decode host_profiles.body of bad: \
                  host profile host_profiles.bad: field `max_concurrent_jobs`: invalid type: \
-                 string \"many\", expected u32 at line 1 column 40"
+                 string \"many\", expected a whole number, 0 or more at line 1 column 40"
                     .to_owned()
             ),
         ]
