@@ -196,43 +196,20 @@ async fn a_malformed_usage_count_is_estimated_not_trusted() {
         } else {
             "text/event-stream"
         };
-        let (base, sizes) = lying_upstream(content_type, answer).await;
-        let mut broker = broker_at(base).await;
-        let resp = client()
-            .post(format!("{}{path}", broker.url))
-            .bearer_auth(broker.token.expose())
-            .header("content-type", "application/json")
-            .body(request.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200, "{path}");
-        let _ = resp.bytes().await.unwrap();
-        let call = broker.calls.recv().await.unwrap().row;
-        let request_bytes = sizes.lock().unwrap()[0];
         let message = format!(
             "paddock broker: the upstream's {field}, not a token count (a whole number from 0 to 9223372036854775807): the call is estimated"
         );
-        assert_eq!(
-            (
-                call.status,
-                call.estimated,
-                call.tokens,
-                call.error.as_deref()
-            ),
-            (
-                CallStatus::Ok,
-                true,
-                TokenUsage {
-                    input_tokens: input.unwrap_or(request_bytes / 4),
-                    output_tokens: (TEXT / 4) as u64,
-                    ..TokenUsage::default()
-                },
-                Some(message.as_str()),
-            ),
-            "{path} {field}: {call:?}"
-        );
-        assert!(call.cost_micros > 0, "{path} {field}: {call:?}");
+        let label = format!("{path} {field}");
+        estimated_call(
+            &label,
+            path,
+            &request,
+            content_type,
+            answer,
+            &message,
+            input,
+        )
+        .await;
     }
 }
 
@@ -261,14 +238,7 @@ async fn a_mislabelled_stream_is_metered_or_withheld() {
     for content_type in ["Text/Event-Stream", "application/json"] {
         let (base, _) = lying_upstream(content_type, answer.clone()).await;
         let mut broker = broker_at(base).await;
-        let resp = client()
-            .post(format!("{}/v1/responses", broker.url))
-            .bearer_auth(broker.token.expose())
-            .header("content-type", "application/json")
-            .body(request.to_string())
-            .send()
-            .await
-            .unwrap();
+        let resp = post(&broker, "/v1/responses", &request).await;
         let status = resp.status().as_u16();
         let body = resp.text().await.unwrap();
         let call = broker.calls.recv().await.unwrap().row;
@@ -365,47 +335,80 @@ async fn a_whole_answer_without_a_priced_usage_is_estimated_from_its_text() {
         ),
     ];
     for (path, request, answer, message, input) in cases {
-        let (base, sizes) = lying_upstream("application/json", answer.to_string()).await;
-        let mut broker = broker_at(base).await;
-        let resp = client()
-            .post(format!("{}{path}", broker.url))
-            .bearer_auth(broker.token.expose())
-            .header("content-type", "application/json")
-            .body(request.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200, "{path}");
+        let body = estimated_call(
+            path,
+            path,
+            &request,
+            "application/json",
+            answer.to_string(),
+            &message,
+            input,
+        )
+        .await;
         assert_eq!(
-            serde_json::from_slice::<serde_json::Value>(&resp.bytes().await.unwrap()).unwrap(),
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
             answer,
             "{path}: the answer reaches the engine as it is"
         );
-        let call = broker.calls.recv().await.unwrap().row;
-        let request_bytes = sizes.lock().unwrap()[0];
-        assert_eq!(
-            (
-                call.status,
-                call.estimated,
-                call.tokens,
-                call.error.as_deref()
-            ),
-            (
-                CallStatus::Ok,
-                true,
-                TokenUsage {
-                    input_tokens: input.unwrap_or(request_bytes / 4),
-                    output_tokens: (TEXT / 4) as u64,
-                    ..TokenUsage::default()
-                },
-                Some(message.as_str()),
-            ),
-            "{path}: {call:?}"
-        );
-        assert!(call.cost_micros > 0, "{path}: {call:?}");
     }
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+/// Sends `request` to `path` of a broker before an upstream answering
+/// `answer` as `content_type`; asserts the answer passed (200) and the
+/// call's row: `ok`, estimated, its input `input` (else the request
+/// bytes / 4), its output [`TEXT`] / 4, its error `message`, a cost.
+/// The body the client got.
+async fn estimated_call(
+    label: &str,
+    path: &str,
+    request: &serde_json::Value,
+    content_type: &'static str,
+    answer: String,
+    message: &str,
+    input: Option<u64>,
+) -> bytes::Bytes {
+    let (base, sizes) = lying_upstream(content_type, answer).await;
+    let mut broker = broker_at(base).await;
+    let resp = post(&broker, path, request).await;
+    assert_eq!(resp.status(), 200, "{label}");
+    let body = resp.bytes().await.unwrap();
+    let call = broker.calls.recv().await.unwrap().row;
+    let request_bytes = sizes.lock().unwrap()[0];
+    assert_eq!(
+        (
+            call.status,
+            call.estimated,
+            call.tokens,
+            call.error.as_deref()
+        ),
+        (
+            CallStatus::Ok,
+            true,
+            TokenUsage {
+                input_tokens: input.unwrap_or(request_bytes / 4),
+                output_tokens: (TEXT / 4) as u64,
+                ..TokenUsage::default()
+            },
+            Some(message),
+        ),
+        "{label}: {call:?}"
+    );
+    assert!(call.cost_micros > 0, "{label}: {call:?}");
+    body
+}
+
+/// POSTs `request` to `path` of `broker` with the job's token, as an
+/// engine does.
+async fn post(broker: &BrokerHandle, path: &str, request: &serde_json::Value) -> reqwest::Response {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}{path}", broker.url))
+        .bearer_auth(broker.token.expose())
+        .header("content-type", "application/json")
+        .body(request.to_string())
+        .send()
+        .await
+        .unwrap()
 }
