@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use paddock_protocol::{EngineKind, EventBody, HostProfile, JobSpec};
 
 use super::admission::{admit, Admission, Refusal};
+use super::backstop::{Backstop, BackstopError};
 use super::denials::{self, DenialRecord, RecordTail};
 use super::matcher::Matcher;
 use super::profile::{resolve, ProfileSource, ResolveError};
@@ -167,6 +168,19 @@ impl JobPolicy {
             hook_command,
             hook_timeout_secs: crate::engines::hook_timeout_secs(self.admission.timeout_secs),
         }))
+    }
+
+    /// The backstop behind the hook for a run of `engine`, judged by
+    /// `exe` (`backstop`): none when the profile denies no command.
+    pub fn backstop(
+        &self,
+        engine: EngineKind,
+        exe: &Path,
+    ) -> Result<Option<Backstop>, BackstopError> {
+        if self.matcher.rules().is_empty() {
+            return Ok(None);
+        }
+        Backstop::new(&self.profile, engine, exe.to_path_buf()).map(Some)
     }
 
     /// A tail on the hook's record file (both engines).

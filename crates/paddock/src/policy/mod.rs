@@ -6,13 +6,16 @@
 //! `hook`: the `paddock hook pre-tool-use` decision; `matcher`: which
 //! command lines run a denied command), the denials found while and after
 //! the engine runs (`denials`, from the hook's record and what the
-//! adapter reads of the engine's own reports), and layer 3
+//! adapter reads of the engine's own reports), the backstop behind the
+//! hook (`backstop`: a denied command the engine reports as run fails the
+//! job), and layer 3
 //! (`hidden`: denied programs absent from a sandboxed job's view; `job` ties them together for one job; `admission`: what the job's rung and engine can enforce, refused before
 //! start otherwise; `semaphore`: the per-host `max_concurrent_jobs` slots).
 //! Documented in docs/host-profile.md.
 
 pub mod admission;
 pub mod advisory;
+pub mod backstop;
 pub mod denials;
 pub mod hidden;
 pub mod hook;

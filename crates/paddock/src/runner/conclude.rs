@@ -33,6 +33,9 @@ pub(super) struct Launched {
     pub calls: Vec<ModelCall>,
     /// The engine's session files being copied into the artifacts.
     pub session_save: Option<super::resume::SessionSave>,
+    /// Stopped for a denied command its engine ran (`policy::backstop`):
+    /// no patch, branch or closeout leaves the job.
+    pub withheld: bool,
 }
 
 /// The job's status and reason from how its engine ended.
@@ -138,6 +141,7 @@ pub(super) async fn outcome(
         exit_code,
         calls: torn.calls,
         session_save,
+        withheld: streamed.withheld,
     })
 }
 
@@ -226,6 +230,7 @@ pub(super) async fn conclude(
     let mut session_save = None;
     // The local source the job's branch was fetched into, if it was.
     let mut in_source = None;
+    let withheld = matches!(&launched, Ok(l) if l.withheld);
     let mut status_reason = match launched {
         Ok(Launched {
             status,
@@ -233,6 +238,7 @@ pub(super) async fn conclude(
             exit_code,
             calls,
             session_save: save,
+            ..
         }) => {
             session_save = save;
             record.engine_exit_code = exit_code;
@@ -258,7 +264,14 @@ pub(super) async fn conclude(
             (JobStatus::Failed, Some(msg))
         }
     };
-    let saved_patch = save_patch(em, &mut record, &prov, (&spec, status_reason.0)).await?;
+    // A denied command ran (`policy::backstop`): the job failed, and
+    // nothing it made is kept as its result or published (no patch, no
+    // branch, no closeout).
+    let saved_patch = if withheld {
+        Err(status_reason.clone())
+    } else {
+        save_patch(em, &mut record, &prov, (&spec, status_reason.0)).await?
+    };
     // The session's files, copied while the patch was made.
     if let Some(save) = session_save {
         save.finish(em).await?;

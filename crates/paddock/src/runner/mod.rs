@@ -820,6 +820,7 @@ async fn engine(
         exit_code: None,
         calls: Vec::new(),
         session_save: None,
+        withheld: false,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Stream: the engine's stdout read into the raw artifact and, line by
 //! line, parsed into stored events (with the engine's refusals on its
 //! stream as denials), the broker's ledger rows and policy notices shown
-//! as they arrive, and the job's timeout and cancellation enforced. Only
+//! as they arrive, a denied command the engine ran stopping the job
+//! (`policy::backstop`), and the job's timeout and cancellation enforced. Only
 //! the engine's exit ends the timeout and cancellation: whatever it prints
 //! (or stops printing), neither stops holding. Its stderr is copied to its
 //! artifact meanwhile, keeping a short tail for the job's reason.
@@ -19,6 +20,7 @@ use super::network;
 use super::{Job, LaunchFailure};
 use crate::engines::{self, EngineAdapter};
 use crate::output::{ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
+use crate::policy::backstop::Backstop;
 use crate::store::StoreError;
 
 /// How much of the engine's output is read at once.
@@ -49,6 +51,9 @@ pub(super) struct Streamed {
     /// A call's settled row is on neither the broker's nor the runner's
     /// write (`calls.rs`): it is settled `interrupted` at teardown.
     pub unwritten_rows: bool,
+    /// Stopped for a denied command the engine ran (`policy::backstop`):
+    /// nothing of the job is published.
+    pub withheld: bool,
 }
 
 /// Follows the running engine until it exited and its stdout is drained,
@@ -79,12 +84,20 @@ pub(super) async fn stream(
         failed_reason: None,
         timeout_reason: None,
         unwritten_rows: false,
+        withheld: false,
     };
     let max_output = spec.limits.max_output_bytes;
     let mut printed: u64 = 0;
     // The engine's own refusals already reported (by call id, else command):
     // its stream may name one twice (as it happens, and again at the end).
     let mut refused = std::collections::HashSet::new();
+    // Denied commands the engine reports as run (`policy::backstop`).
+    let mut backstop = match &job.policy {
+        Some(p) => p
+            .backstop(adapter.kind(), &job.config.helper_exe)
+            .map_err(|e| step("start the hook's backstop", e))?,
+        None => None,
+    };
     let mut stdout_open = true;
     while stdout_open || out.exited.is_none() {
         tokio::select! {
@@ -97,8 +110,14 @@ pub(super) async fn stream(
                     let kept = &buf[..n.min(room)];
                     printed = printed.saturating_add(n as u64);
                     run.raw.write(kept).await;
+                    let mut violation = None;
                     for line in lines.push(kept) {
-                        on_line(job, em, run, adapter, line, max_line, &mut refused).await?;
+                        let found = on_line(job, em, run, adapter, line, max_line, &mut refused, &mut backstop).await?;
+                        violation = violation.or(found);
+                    }
+                    if let Some(reason) = violation {
+                        fail_open(run, &mut out, reason);
+                        break;
                     }
                     if printed > max_output && out.exited.is_none() {
                         run.process.stop();
@@ -150,15 +169,42 @@ pub(super) async fn stream(
     }
     if !stdout_open {
         if let Some(line) = lines.finish() {
-            on_line(job, em, run, adapter, line, max_line, &mut refused).await?;
+            let found = on_line(
+                job,
+                em,
+                run,
+                adapter,
+                line,
+                max_line,
+                &mut refused,
+                &mut backstop,
+            )
+            .await?;
+            if let Some(reason) = found {
+                fail_open(run, &mut out, reason);
+            }
         }
     }
     Ok(out)
 }
 
+/// Stops the engine for a denied command it ran (`policy::backstop`):
+/// the job fails with `reason` (its `policy` event is stored already).
+fn fail_open(run: &mut Running, out: &mut Streamed, reason: String) {
+    if out.exited.is_none() {
+        run.process.stop();
+    }
+    out.ended = Some(JobStatus::Failed);
+    out.failed_reason = Some(reason);
+    out.withheld = true;
+}
+
 /// One whole line: its events, and the refusals the engine reported in it:
 /// its own (a `policy` event each, once, with or without a profile) and
-/// the profile's (through the profile).
+/// the profile's (through the profile); the reason to stop the job when
+/// the backstop found a denied command the engine ran (its `policy` event
+/// emitted).
+#[allow(clippy::too_many_arguments)]
 async fn on_line(
     job: &Job,
     em: &mut Emitter,
@@ -167,18 +213,30 @@ async fn on_line(
     line: Line,
     max_line: usize,
     refused: &mut std::collections::HashSet<String>,
-) -> Result<(), StoreError> {
+    backstop: &mut Option<Backstop>,
+) -> Result<Option<String>, StoreError> {
     let kind = adapter.kind().as_str();
     let mut turn_ended = false;
+    let mut ran = Vec::new();
     let emitted = emit_line(
         em,
         run.parser.as_mut(),
         line,
         max_line,
         kind,
-        &mut turn_ended,
+        (&mut turn_ended, backstop, &mut ran),
     )
     .await?;
+    let mut failed = None;
+    if let (Some(p), Some(b)) = (&job.policy, backstop.as_ref()) {
+        for command in &ran {
+            if let Some(v) = b.judge(command).await {
+                em.emit_job(v.event(&p.profile.id)).await?;
+                failed = Some(v.reason(&p.profile.id));
+                break;
+            }
+        }
+    }
     // The turn's end starts the patch beside the engine's exit.
     if turn_ended {
         if let Some((early, inputs)) = run.early_patch.take() {
@@ -186,7 +244,7 @@ async fn on_line(
         }
     }
     let Some(line) = emitted else {
-        return Ok(());
+        return Ok(failed);
     };
     let found = adapter.stream_denials(&line);
     for denial in &found {
@@ -206,7 +264,7 @@ async fn on_line(
             em.emit_job(p.denial_event(&denial)).await?;
         }
     }
-    Ok(())
+    Ok(failed)
 }
 
 /// Copies the engine's stderr to its artifact as it arrives (decoded once,
@@ -260,14 +318,15 @@ pub(super) async fn save_stderr(
 
 /// One line of the engine's stdout into events: parsed when held whole and
 /// UTF-8 (the line is returned), else an `error` event showing it
-/// (lossily, cut).
+/// (lossily, cut). Each event is shown to the backstop, the shell
+/// commands that ran collected for it to judge.
 async fn emit_line(
     em: &mut Emitter,
     parser: &mut dyn engines::StreamParser,
     line: Line,
     max_line: usize,
     kind: &str,
-    turn_ended: &mut bool,
+    (turn_ended, backstop, ran): (&mut bool, &mut Option<Backstop>, &mut Vec<String>),
 ) -> Result<Option<String>, StoreError> {
     if !line.complete() {
         let head = &line.bytes[..line.bytes.len().min(LINE_HEAD)];
@@ -304,7 +363,9 @@ async fn emit_line(
                         ..
                     }
                 );
+                let command = backstop.as_mut().and_then(|b| b.observe(&body));
                 em.emit_job(body).await?;
+                ran.extend(command);
             }
             Ok(Some(text))
         }

@@ -295,6 +295,202 @@ async fn claude_a_slow_hook_still_refuses() {
     a_slow_hook_still_refuses("claude").await;
 }
 
+/// The backstop behind the hook: a denied command the engine reports as
+/// run, the hook having let it through, stops the job. Here the job makes
+/// the hook fail open by rewriting the hook's profile file (which it can
+/// on the `process` rung) to deny nothing, then runs `bash -lc 'RULE'`,
+/// which only the hook catches: the command runs (nothing can take it
+/// back), and then the job is stopped and fails with a reason saying the
+/// hook did not judge it, its `policy` event names the command and the
+/// rule, and nothing is published (no branch), though the job changed a
+/// file. Its twin, the same job without the rewrite, is refused by the
+/// hook, ends `done` and publishes its branch. Before: the first job ended
+/// `done`, published, with no word of the command.
+async fn a_command_the_hook_let_through_fails_the_job(engine: &str) {
+    if paddock_test_support::prelude::engine(engine).is_none() {
+        return;
+    }
+    for rewrite in [true, false] {
+        let home = Home::new();
+        let repo = repo(home.path());
+        let marks = home.path().join("marks");
+        std::fs::create_dir_all(&marks).unwrap();
+        let denied = marks.join("denied");
+        let rule = format!("touch {}", denied.display());
+        let tried = format!("bash -lc '{rule}'");
+        let first = if rewrite {
+            format!(
+                "echo change > changed.txt && echo '{{\"id\":\"test-deny\"}}' > $(echo {}/*/meta)/profile.json",
+                home.jobs().display()
+            )
+        } else {
+            "echo change > changed.txt".to_string()
+        };
+        let mut scenario = trying(&[first, tried.clone()]);
+        scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+        std::fs::write(
+            home.path().join("profile.json"),
+            serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
+        )
+        .unwrap();
+        let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
+        with_policy(&spec, "profile = \"profile.json\"\n");
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        let policy: Vec<EventBody> = home
+            .store()
+            .await
+            .events(&rec.id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.body)
+            .filter(|b| matches!(b, EventBody::Policy { .. }))
+            .collect();
+        let branches = git(
+            &repo,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
+        );
+        let got = (
+            rec.status,
+            rec.reason.clone(),
+            denied.exists(),
+            policy,
+            branches.trim().to_string(),
+        );
+        // As the engine reports it: Codex gives the shell it ran it in.
+        let reported = match engine {
+            "codex" => format!("/bin/bash -lc \"{tried}\""),
+            _ => tried.clone(),
+        };
+        let ran = format!(
+            "the engine ran `{reported}`, which host profile `test-deny` denies (`{rule}`, \
+             deny_commands), without the hook judging it: the hook failed open, so the job was \
+             stopped"
+        );
+        let want = if rewrite {
+            (
+                JobStatus::Failed,
+                Some(ran.clone()),
+                true,
+                vec![EventBody::Policy {
+                    rule: rule.clone(),
+                    message: ran,
+                }],
+                String::new(),
+            )
+        } else {
+            (
+                JobStatus::Done,
+                None,
+                false,
+                vec![EventBody::Policy {
+                    rule: rule.clone(),
+                    message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+                }],
+                "refs/heads/paddock/T-1/1".to_string(),
+            )
+        };
+        assert_eq!(got, want, "rewrite {rewrite}: {}", stderr(&out));
+    }
+}
+
+#[tokio::test]
+async fn codex_a_command_the_hook_let_through_fails_the_job() {
+    a_command_the_hook_let_through_fails_the_job("codex").await;
+}
+
+#[tokio::test]
+async fn claude_a_command_the_hook_let_through_fails_the_job() {
+    a_command_the_hook_let_through_fails_the_job("claude").await;
+}
+
+/// The backstop judges the job's commands with the hook's program in a
+/// child of its own, never with the shell parser in `paddock run`'s
+/// process: a command of nested `case` that the parser backtracks on
+/// exponentially (600 characters), run after the job made the hook deny
+/// nothing, is judged denied when the child cannot answer in time, and the
+/// job fails at once with `deny_commands` as the rule; `paddock run` is
+/// neither held nor brought down.
+async fn a_command_the_judge_cannot_take_fails_the_job(engine: &str) {
+    if paddock_test_support::prelude::engine(engine).is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let rewrite = format!(
+        "echo '{{\"id\":\"test-deny\"}}' > $(echo {}/*/meta)/profile.json",
+        home.jobs().display()
+    );
+    let nested = format!(
+        "{}true;; {}",
+        "case a in a) ".repeat(32),
+        "esac; ".repeat(32)
+    );
+    let mut scenario = trying(&[rewrite, nested.clone()]);
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({"id": "test-deny", "deny_commands": ["make all"]}).to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
+    with_policy(&spec, "profile = \"profile.json\"\n");
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let took = started.elapsed();
+    let rec = record(&out);
+    let reported = match engine {
+        // Codex quotes a command without `'` in it so.
+        "codex" => format!("/bin/bash -lc '{nested}'"),
+        _ => nested.clone(),
+    };
+    let ran = format!(
+        "the engine ran `{reported}`, which host profile `test-deny` denies (`deny_commands`, \
+         deny_commands), without the hook judging it: the hook failed open, so the job was \
+         stopped"
+    );
+    let policy: Vec<EventBody> = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        (rec.status, rec.reason.clone(), policy),
+        (
+            JobStatus::Failed,
+            Some(ran.clone()),
+            vec![EventBody::Policy {
+                rule: "deny_commands".into(),
+                message: ran,
+            }]
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // The judge's 10 s and the job's own seconds, not the parser's hours.
+    assert!(took.as_secs() < 60, "the job took {took:?}");
+}
+
+#[tokio::test]
+async fn codex_a_command_the_judge_cannot_take_fails_the_job() {
+    a_command_the_judge_cannot_take_fails_the_job("codex").await;
+}
+
+#[tokio::test]
+async fn claude_a_command_the_judge_cannot_take_fails_the_job() {
+    a_command_the_judge_cannot_take_fails_the_job("claude").await;
+}
+
 /// Two jobs under `max_concurrent_jobs = 1`, started at once from two separate
 /// `paddock` processes, run one after the other: the times each job records
 /// itself do not overlap.
