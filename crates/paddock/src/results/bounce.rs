@@ -221,13 +221,18 @@ pub async fn attempts_after(
                     })?,
                 false => super::conclude::base_branch(&spec),
             };
-            let session =
-                open_forge(&spec, &artifacts)
-                    .await
-                    .map_err(|message| BounceError::Review {
+            let session = open_forge(&spec, &artifacts)
+                .await
+                .map_err(|e| match e.unavailable {
+                    true => BounceError::ForgeUnavailable {
                         job_id: job_id.to_string(),
-                        message,
-                    })?;
+                        message: e.message,
+                    },
+                    false => BounceError::Review {
+                        job_id: job_id.to_string(),
+                        message: e.message,
+                    },
+                })?;
             let found = session.forge.find_pull_request(&record.branch, &base).await;
             let comments = session.forge.review_comments(&record.branch, &base).await;
             // A minted token is revoked whatever the read gave; a failed

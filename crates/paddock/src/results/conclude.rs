@@ -640,15 +640,53 @@ pub async fn revoke_leftover_tokens(
     pass
 }
 
+/// Why a forge session did not open ([`open_forge`]): what to say, and
+/// whether the forge did not answer (`ForgeError::unavailable`: a token's
+/// mint that got no answer, a 5xx, a rate limit) rather than refused or
+/// was misconfigured.
+#[derive(Debug, Clone)]
+pub(super) struct NotOpened {
+    pub message: String,
+    pub unavailable: bool,
+}
+
+impl NotOpened {
+    /// A session the spec or the host's secrets keep from opening.
+    fn said(message: String) -> NotOpened {
+        NotOpened {
+            message,
+            unavailable: false,
+        }
+    }
+}
+
+impl From<super::forge::ForgeError> for NotOpened {
+    fn from(e: super::forge::ForgeError) -> NotOpened {
+        NotOpened {
+            unavailable: e.unavailable(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for NotOpened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Opens the forge of `spec`: GitHub with its token or a token minted for
 /// this job by its App, GitLab with a project access token its host-held
 /// token mints for this job, else the outbox.
-pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<ForgeSession, String> {
+pub(super) async fn open_forge(
+    spec: &JobSpec,
+    artifacts: &Path,
+) -> Result<ForgeSession, NotOpened> {
     if let Some(gl) = &spec.results.gitlab {
         gl.check_project()
-            .map_err(|e| format!("results.gitlab.project: {e}"))?;
+            .map_err(|e| NotOpened::said(format!("results.gitlab.project: {e}")))?;
         let host = Secret::resolve(SecretKind::GitLabToken, &gl.token)
-            .map_err(|e| format!("results.gitlab.token: {e}"))?;
+            .map_err(|e| NotOpened::said(format!("results.gitlab.token: {e}")))?;
         let today = time::OffsetDateTime::now_utc().date();
         let (client, token, issued) = gitlab_token::mint(
             &gl.api_url,
@@ -659,7 +697,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
             today,
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(NotOpened::from)?;
         let client = client.with_closeout_record(artifacts.join(super::gitlab_closeout::RECORD));
         return Ok(ForgeSession {
             forge: ForgeBackend::GitLab(client),
@@ -678,17 +716,17 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
     };
     let (owner, name) = gh
         .owner_and_name()
-        .map_err(|e| format!("results.github.repository: {e}"))?;
+        .map_err(|e| NotOpened::said(format!("results.github.repository: {e}")))?;
     let record = artifacts.join(super::github_closeout::RECORD);
     match gh
         .credential()
-        .map_err(|e| format!("results.github: {e}"))?
+        .map_err(|e| NotOpened::said(format!("results.github: {e}")))?
     {
         GitHubCredential::Token(reference) => {
             let token = Secret::resolve(SecretKind::GitHubToken, reference)
-                .map_err(|e| format!("results.github.token: {e}"))?;
+                .map_err(|e| NotOpened::said(format!("results.github.token: {e}")))?;
             let client = GitHub::new(&gh.api_url, owner, name, token.clone())
-                .map_err(|e| e.to_string())?
+                .map_err(NotOpened::from)?
                 .with_closeout_record(record);
             Ok(ForgeSession {
                 forge: ForgeBackend::GitHub(client),
@@ -698,12 +736,12 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
         }
         GitHubCredential::App(app) => {
             let key = Secret::resolve_multiline(SecretKind::GitHubAppKey, &app.private_key)
-                .map_err(|e| format!("results.github.app.private_key: {e}"))?;
+                .map_err(|e| NotOpened::said(format!("results.github.app.private_key: {e}")))?;
             let now = time::OffsetDateTime::now_utc();
             let (client, token, recorded) =
                 github_app::mint(&gh.api_url, owner, name, app, &key, now, artifacts)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(NotOpened::from)?;
             Ok(ForgeSession {
                 forge: ForgeBackend::GitHub(client.with_closeout_record(record)),
                 token: Some(token),
@@ -964,7 +1002,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         let Some(session) = &session else {
             return Err(None);
         };
-        let ForgeSession { forge, token, .. } = session.as_ref().map_err(|e| Some(e.clone()))?;
+        let ForgeSession { forge, token, .. } =
+            session.as_ref().map_err(|e| Some(e.message.clone()))?;
         let mut pull_request = None;
         let mut links = links.clone();
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {

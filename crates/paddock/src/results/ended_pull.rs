@@ -128,7 +128,7 @@ pub async fn check(
         };
     let session = match open_forge(spec, artifacts).await {
         Ok(session) => session,
-        Err(e) => return unknown(e),
+        Err(e) => return unknown(e.message),
     };
     let found = session.forge.find_pull_request(&branch, &base).await;
     let revoke = session.close().await;

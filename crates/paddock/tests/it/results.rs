@@ -3401,6 +3401,48 @@ async fn gitlab_fix_job(
     (spec, mock, server)
 }
 
+/// GitLab down (503) when the next attempt mints the token that reads
+/// the prior job's review: the forge did not answer, which is no bad input
+/// (exit 70, as when the read itself gets no answer:
+/// `serve_attempts::a_forge_down_at_the_reviews_read_is_a_502_not_bad_input`).
+/// Before, a mint that got no answer was bad input (exit 2).
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_down_at_the_reviews_mint_is_no_bad_input() {
+    let home = Home::new();
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    mock.set_down(true);
+    let next = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                spec.to_str().unwrap(),
+                "--attempt-after",
+                &first.id,
+            ],
+            &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
+        )
+        .await;
+    assert_eq!(
+        (
+            first.status,
+            next.status.code(),
+            String::from_utf8_lossy(&next.stderr).into_owned()
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            Some(70),
+            format!(
+                "paddock: the next attempt after job {}: the forge did not answer the review's \
+                 read: gitlab: mint the job's project access token: HTTP 503: 503 Service \
+                 Unavailable (nothing was queued; submit it again once the forge answers)\n",
+                first.id
+            )
+        )
+    );
+}
+
 /// A GitLab job (`gitlab_setup`, a change) whose publish failed once its
 /// merge request was open (the mock refused its closeout note, and answers
 /// notes again now): the mock, the git server (kept running) and the
