@@ -177,13 +177,13 @@ impl TryFrom<String> for JobEnvName {
             && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !well_formed {
             return Err(format!(
-                "jobs.env: {v:?} is not a variable name (letters, digits and `_`, not starting with a digit)"
+                "{v:?} is not a variable name (letters, digits and `_`, not starting with a digit)"
             ));
         }
         let upper = v.to_ascii_uppercase();
         if paddock_protocol::credential::is_reserved_env(&v) {
             return Err(format!(
-                "jobs.env: {v} is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here"
+                "{v} is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here"
             ));
         }
         if let Some(r) = RESERVED_ENV.iter().find(|r| {
@@ -194,7 +194,7 @@ impl TryFrom<String> for JobEnvName {
             }
         }) {
             return Err(format!(
-                "jobs.env: {v} is set by Paddock for every job, or changes how every program starts ({r}{}); it cannot be set here",
+                "{v} is set by Paddock for every job, or changes how every program starts ({r}{}); it cannot be set here",
                 if r.ends_with('_') { "…" } else { "" }
             ));
         }
@@ -212,7 +212,7 @@ impl TryFrom<String> for JobEnvValue {
 
     fn try_from(v: String) -> Result<Self, Self::Error> {
         if v.contains('\0') {
-            return Err("jobs.env: a value holds a NUL, which no environment can carry".into());
+            return Err("a value holds a NUL, which no environment can carry".into());
         }
         Ok(JobEnvValue(v))
     }
@@ -413,10 +413,17 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("config file {path}, line {line}: {message}")]
+    /// The file is no config: a syntax error, an unknown key, a wrong
+    /// type. `field` is the key's whole path (`serve.listen`), empty where
+    /// none was reached.
+    #[error(
+        "config file {path}, line {line}: {}{message}",
+        paddock_protocol::parse_error::field_prefix(field)
+    )]
     Parse {
         path: PathBuf,
         line: usize,
+        field: String,
         message: String,
     },
 }
@@ -446,15 +453,18 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             })
         }
     };
-    let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        line: e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-            .unwrap_or(1),
-        // One line (toml's syntax messages span two).
-        message: e.message().trim_end().replace('\n', "; "),
-    })?;
+    // As a job spec says where it failed: the key's whole path, the
+    // message in a user's words, its line and column.
+    let mut config: Config = serde_path_to_error::deserialize(toml::Deserializer::new(&text))
+        .map_err(|e| {
+            let e = paddock_protocol::parse_error::toml_parts(e, &text);
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line: e.at.map_or(1, |(line, _)| line),
+                field: e.field,
+                message: e.message,
+            }
+        })?;
     if let (Some(p), Some(dir)) = (config.prices.as_mut(), path.parent()) {
         if p.is_relative() {
             *p = dir.join(&*p);
@@ -572,13 +582,13 @@ mod tests {
                 refused("[jobs]\nenv = { \"1X\" = \"y\" }\n"),
             ],
             [
-                "config file FILE, line 2: \"bin\" is not an absolute path".to_string(),
+                "config file FILE, line 2: field `jobs.path[0]`: \"bin\" is not an absolute path".to_string(),
 
-                format!("config file FILE, line 2: \"{dir}:/bin\" holds a `:` or a control character, which a PATH cannot carry"),
-                "config file FILE, line 2: jobs.env: PATH is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
-                "config file FILE, line 2: jobs.env: https_proxy is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
-                "config file FILE, line 2: jobs.env: LD_PRELOAD is set by Paddock for every job, or changes how every program starts (LD_…); it cannot be set here".to_string(),
-                "config file FILE, line 2: jobs.env: \"1X\" is not a variable name (letters, digits and `_`, not starting with a digit)".to_string(),
+                format!("config file FILE, line 2: field `jobs.path[0]`: \"{dir}:/bin\" holds a `:` or a control character, which a PATH cannot carry"),
+                "config file FILE, line 2: field `jobs.env.PATH`: PATH is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
+                "config file FILE, line 2: field `jobs.env.https_proxy`: https_proxy is set by Paddock for every job (its home, PATH, proxy or CA bundle); it cannot be set here".to_string(),
+                "config file FILE, line 2: field `jobs.env.LD_PRELOAD`: LD_PRELOAD is set by Paddock for every job, or changes how every program starts (LD_…); it cannot be set here".to_string(),
+                "config file FILE, line 2: field `jobs.env.1X`: \"1X\" is not a variable name (letters, digits and `_`, not starting with a digit)".to_string(),
             ]
         );
     }
@@ -612,7 +622,7 @@ mod tests {
         assert_eq!(
             load(&p).unwrap_err().to_string(),
             format!(
-                "config file {}, line 2: `localhost:9000`: host names are not looked up: write \
+                "config file {}, line 2: field `serve.listen`: `localhost:9000`: host names are not looked up: write \
                  127.0.0.1:9000 (or [::1]:9000)",
                 p.display()
             )
@@ -626,7 +636,10 @@ mod tests {
         let (_dir, p) = write("[serve]\nlisten = \"127.0.0.1:9000\"\nmax_concurrent_jobs = 0\n");
         assert_eq!(
             load(&p).unwrap_err().to_string(),
-            format!("config file {}, line 3: must be at least 1", p.display())
+            format!(
+                "config file {}, line 3: field `serve.max_concurrent_jobs`: must be at least 1",
+                p.display()
+            )
         );
     }
 
@@ -696,7 +709,7 @@ mod tests {
         let e = cap("\"ten gigs\"").unwrap_err().to_string();
         assert!(
             e.ends_with(
-                ", line 2: `ten gigs` is not a size (e.g. \"10GiB\", \"500MiB\", \"unlimited\")"
+                ", line 2: field `caches.max_size`: `ten gigs` is not a size (e.g. \"10GiB\", \"500MiB\", \"unlimited\")"
             ),
             "{e}"
         );
@@ -707,9 +720,25 @@ mod tests {
         let (_dir, p) = write("max_usd = 1.0\n\nbudget_usd = 3\n");
         let e = load(&p).unwrap_err();
         assert!(
-            matches!(&e, ConfigError::Parse { path, line: 3, message }
-                if path == &p && message.contains("unknown field `budget_usd`")),
+            matches!(&e, ConfigError::Parse { path, line: 3, field, message }
+                if path == &p && field == "budget_usd" && message.contains("unknown field `budget_usd`")),
             "{e}"
+        );
+    }
+
+    /// A value of the wrong type names the key's whole path and the type
+    /// in a user's words, as a job spec's error does (before: the line
+    /// and `expected usize`).
+    #[test]
+    fn a_wrong_type_names_the_keys_path_in_a_users_words() {
+        let (_dir, p) = write("max_usd = 1.0\n[serve]\n\nmax_concurrent_jobs = \"two\"\n");
+        assert_eq!(
+            load(&p).unwrap_err().to_string(),
+            format!(
+                "config file {}, line 4: field `serve.max_concurrent_jobs`: invalid type: \
+                 string \"two\", expected a whole number, 0 or more",
+                p.display()
+            )
         );
     }
 

@@ -6,7 +6,8 @@
 //! no field and says what is wrong with the text instead ("not valid
 //! JSON: EOF while parsing an object at line 1 column 30"). Every TOML
 //! document Paddock reads (also a price table) says where in this one
-//! form: "field `a.b`: message (line L, column C)".
+//! form: "field `a.b`: message (line L, column C)" (the config file too;
+//! a scenario with its own `path:line:column` before the field).
 
 /// The field a parse error at `path` names; empty: none (the document
 /// itself, or a place no field was reached).
@@ -37,24 +38,42 @@ pub(crate) fn json(e: serde_path_to_error::Error<serde_json::Error>) -> (String,
 /// on one line (toml's syntax messages span two) and ending with where it
 /// is, `(line L, column C)`, when toml says.
 pub fn toml(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> (String, String) {
-    let field = field(e.path());
-    let inner = e.into_inner();
-    let message = plain_types(&inner.message().trim_end().replace('\n', "; "));
-    let message = match inner.span() {
-        Some(span) => {
-            let (line, col) = line_col(text, span.start);
-            format!("{message} (line {line}, column {col})")
-        }
+    let TomlError { field, message, at } = toml_parts(e, text);
+    let message = match at {
+        Some((line, col)) => format!("{message} (line {line}, column {col})"),
         None => message,
     };
     (field, message)
+}
+
+/// A TOML parse error's parts, for a document that says where it failed
+/// in a form of its own (a scenario's `path:line:column`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TomlError {
+    /// The field it was in; empty: none (see [`field`]).
+    pub field: String,
+    /// What is wrong, on one line, in a user's words for types.
+    pub message: String,
+    /// The 1-based line and column, when toml says.
+    pub at: Option<(usize, usize)>,
+}
+
+/// The parts of a TOML parse error in `text`.
+pub fn toml_parts(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> TomlError {
+    let field = field(e.path());
+    let inner = e.into_inner();
+    TomlError {
+        field,
+        message: plain_types(&inner.message().trim_end().replace('\n', "; ")),
+        at: inner.span().map(|span| line_col(text, span.start)),
+    }
 }
 
 /// The words for the Rust types serde's messages name (`expected f64`,
 /// `expected u32`): what a user writes there, `expected a number`,
 /// `expected a whole number, 0 or more`. Before, a spec's `max_usd =
 /// "lots"` was said to expect an `f64`.
-fn plain_types(message: &str) -> String {
+pub fn plain_types(message: &str) -> String {
     const TYPES: [(&str, &str); 12] = [
         ("f64", "a number"),
         ("f32", "a number"),

@@ -283,8 +283,11 @@ impl Scenario {
                 path: origin.to_path_buf(),
                 line,
                 column,
-                // One line (toml's syntax messages span two).
-                message: err.message().trim_end().replace('\n', "; "),
+                // One line (toml's syntax messages span two), in a user's
+                // words for types (`expected a number`, not `f64`).
+                message: paddock_protocol::parse_error::plain_types(
+                    &err.message().trim_end().replace('\n', "; "),
+                ),
             }
         })?;
         if raw.turn.is_empty() {
@@ -834,7 +837,7 @@ served_model = "other"
         );
         assert_eq!(
             parse_error("[[turn]]\ntext = \"a\"\nusage = { input = -5 }\n"),
-            "demo.toml:3:19: invalid value: integer `-5`, expected u64"
+            "demo.toml:3:19: invalid value: integer `-5`, expected a whole number, 0 or more"
         );
     }
 

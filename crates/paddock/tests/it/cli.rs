@@ -1129,7 +1129,8 @@ async fn a_serve_concurrency_of_zero_is_refused() {
             (
                 Some(2),
                 format!(
-                    "paddock: config file {}, line 2: must be at least 1\n",
+                    "paddock: config file {}, line 2: field `serve.max_concurrent_jobs`: must be at \
+                     least 1\n",
                     file.display()
                 )
             ),
@@ -1308,7 +1309,7 @@ async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).starts_with(&format!(
-            "paddock: config file {}, line 2: unknown field `maxUsd`",
+            "paddock: config file {}, line 2: field `maxUsd`: unknown field `maxUsd`",
             dir.join("config.toml").display()
         )),
         "{}",
