@@ -332,6 +332,7 @@ pub async fn republish(
     // the pull request, the closeout) is as that publish left it, and so
     // is its stored closeout. The failure is an event of the job, which
     // `paddock show` names, and `paddock publish` exits non-zero.
+    let max_event = usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX);
     let stays_done = record.status == JobStatus::Done && published.failure.is_some();
     let mut failure_noted = None;
     if stays_done {
@@ -350,6 +351,7 @@ pub async fn republish(
                 source: Some(PUBLISH_AGAIN.to_string()),
                 fatal: false,
             },
+            max_event,
         )
         .await
         .map_err(store_err)?;
@@ -368,6 +370,7 @@ pub async fn republish(
                     phase: Phase::Publishing,
                     detail: Some(PUBLISHED_AGAIN.to_string()),
                 },
+                max_event,
             )
             .await
             .map_err(store_err)?;
@@ -410,6 +413,7 @@ pub async fn republish(
                 source: Some(REPUBLISH_WARNING.to_string()),
                 fatal: false,
             },
+            max_event,
         )
         .await
         .map_err(store_err)?;
@@ -439,15 +443,23 @@ pub const REPUBLISH_WARNING: &str = "paddock";
 /// succeeded leaves: a failure before it is no longer the last word.
 pub const PUBLISHED_AGAIN: &str = "published again by paddock publish";
 
-/// Appends `body` to the events of the ended job `job_id`, after its last.
-async fn append(store: &dyn Store, job_id: &str, body: EventBody) -> Result<(), StoreError> {
+/// Appends `body` to the events of the ended job `job_id`, after its last,
+/// each text field cut to `max` bytes (the job's `limits.max_event_bytes`,
+/// as its run's events are: a forge's or a remote's words in a note are
+/// bounded at their source, but not to the job's own limit).
+async fn append(
+    store: &dyn Store,
+    job_id: &str,
+    body: EventBody,
+    max: usize,
+) -> Result<(), StoreError> {
     let seq = store.last_event_seq(job_id).await?.saturating_add(1);
     store
         .append_event(&paddock_protocol::AgentEvent {
             job_id: job_id.to_string(),
             seq,
             at: time::OffsetDateTime::now_utc(),
-            body,
+            body: crate::output::cap_event(body, max),
         })
         .await
 }
@@ -514,6 +526,33 @@ mod tests {
     use crate::store::event_pages::{most_read, PAGE};
     use crate::store::fixtures::{event, job};
 
+    /// A note `paddock publish` adds is held to the job's
+    /// `limits.max_event_bytes`, as its run's events are (before: stored
+    /// whole, past that limit).
+    #[tokio::test]
+    async fn a_publishs_note_is_held_to_the_jobs_event_limit() {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store.insert_job(&job("j1", 0), "{}").await.unwrap();
+        let long = "é".repeat(3000);
+        let note = |message: String| EventBody::Error {
+            message,
+            source: Some(REPUBLISH_WARNING.into()),
+            fatal: false,
+        };
+        append(&store, "j1", note(long.clone()), 1001)
+            .await
+            .unwrap();
+        let stored = store.events("j1", 0).await.unwrap();
+        assert_eq!(
+            stored.into_iter().map(|e| e.body).collect::<Vec<_>>(),
+            vec![note(format!(
+                "{}{}",
+                "é".repeat(500),
+                crate::output::truncated_marker(long.len())
+            ))]
+        );
+    }
+
     /// The failure of the last `paddock publish` (what `paddock show`
     /// names) found in a long history a page at a time, never more: the
     /// failure early, thousands of lines after it; then a publish that
@@ -555,11 +594,14 @@ mod tests {
                 phase: Phase::Publishing,
                 detail: Some(PUBLISHED_AGAIN.into()),
             },
+            usize::MAX,
         )
         .await
         .unwrap();
         let cleared = message(&store).await;
-        append(&store, "j1", failed("second")).await.unwrap();
+        append(&store, "j1", failed("second"), usize::MAX)
+            .await
+            .unwrap();
         let second = message(&store).await;
         assert_eq!(
             (
