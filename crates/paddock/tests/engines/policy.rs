@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use paddock_protocol::{EventBody, JobStatus};
+use paddock_protocol::{EventBody, JobRecord, JobStatus};
 use paddock_test_support::prelude::*;
 
 /// Appends a `[policy]` table to a job spec written by `paddock_test_support::prelude::job`.
@@ -49,6 +49,54 @@ fn trying(commands: &[String]) -> String {
             )
         })
         .collect()
+}
+
+/// The mark a denied command would leave, in `home`: its path, the rule
+/// denying `touch PATH`, and `bash -lc 'RULE'` (which only the hook
+/// catches).
+fn denied_mark(home: &Home) -> (std::path::PathBuf, String, String) {
+    let marks = home.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let denied = marks.join("denied");
+    let rule = format!("touch {}", denied.display());
+    let tried = format!("bash -lc '{rule}'");
+    (denied, rule, tried)
+}
+
+/// Runs `engine` on `repo` through `commands` (then "Done.") under host
+/// profile `test-deny`, which denies `deny`: `paddock run`'s output, the
+/// job's record and its `policy` events.
+async fn run_under_deny(
+    home: &Home,
+    engine: &str,
+    repo: &Path,
+    commands: &[String],
+    deny: &[&str],
+) -> (std::process::Output, JobRecord, Vec<EventBody>) {
+    let mut scenario = trying(commands);
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({"id": "test-deny", "deny_commands": deny}).to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, repo, SCRIPTED, Some(&scenario));
+    with_policy(&spec, "profile = \"profile.json\"\n");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let policy = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    (out, rec, policy)
 }
 
 async fn denied_commands_never_run(engine: &str) {
@@ -228,11 +276,7 @@ async fn a_slow_hook_still_refuses(engine: &str) {
     }
     let home = Home::new();
     let repo = repo(home.path());
-    let marks = home.path().join("marks");
-    std::fs::create_dir_all(&marks).unwrap();
-    let denied = marks.join("denied");
-    let rule = format!("touch {}", denied.display());
-    let tried = format!("bash -lc '{rule}'");
+    let (denied, rule, tried) = denied_mark(&home);
     // The job's meta directory, found by the shell: the test's home holds
     // one job.
     let stall = format!(
@@ -242,31 +286,10 @@ async fn a_slow_hook_still_refuses(engine: &str) {
          </dev/null >/dev/null 2>&1",
         home.jobs().display()
     );
-    let mut scenario = trying(&[stall, tried.clone()]);
-    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
-    std::fs::write(
-        home.path().join("profile.json"),
-        serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
-    )
-    .unwrap();
-    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
-    with_policy(&spec, "profile = \"profile.json\"\n");
     let started = std::time::Instant::now();
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
-        .await;
+    let (out, rec, policy) =
+        run_under_deny(&home, engine, &repo, &[stall, tried.clone()], &[&rule]).await;
     let took = started.elapsed();
-    let rec = record(&out);
-    let policy: Vec<EventBody> = home
-        .store()
-        .await
-        .events(&rec.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.body)
-        .filter(|b| matches!(b, EventBody::Policy { .. }))
-        .collect();
     assert_eq!(
         (rec.status, denied.exists(), policy),
         (
@@ -313,11 +336,7 @@ async fn a_command_the_hook_let_through_fails_the_job(engine: &str) {
     for rewrite in [true, false] {
         let home = Home::new();
         let repo = repo(home.path());
-        let marks = home.path().join("marks");
-        std::fs::create_dir_all(&marks).unwrap();
-        let denied = marks.join("denied");
-        let rule = format!("touch {}", denied.display());
-        let tried = format!("bash -lc '{rule}'");
+        let (denied, rule, tried) = denied_mark(&home);
         let first = if rewrite {
             format!(
                 "echo change > changed.txt && echo '{{\"id\":\"test-deny\"}}' > $(echo {}/*/meta)/profile.json",
@@ -326,29 +345,8 @@ async fn a_command_the_hook_let_through_fails_the_job(engine: &str) {
         } else {
             "echo change > changed.txt".to_string()
         };
-        let mut scenario = trying(&[first, tried.clone()]);
-        scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
-        std::fs::write(
-            home.path().join("profile.json"),
-            serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
-        )
-        .unwrap();
-        let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
-        with_policy(&spec, "profile = \"profile.json\"\n");
-        let out = home
-            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
-            .await;
-        let rec = record(&out);
-        let policy: Vec<EventBody> = home
-            .store()
-            .await
-            .events(&rec.id, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.body)
-            .filter(|b| matches!(b, EventBody::Policy { .. }))
-            .collect();
+        let (out, rec, policy) =
+            run_under_deny(&home, engine, &repo, &[first, tried.clone()], &[&rule]).await;
         let branches = git(
             &repo,
             &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
@@ -429,21 +427,16 @@ async fn a_command_the_judge_cannot_take_fails_the_job(engine: &str) {
         "case a in a) ".repeat(32),
         "esac; ".repeat(32)
     );
-    let mut scenario = trying(&[rewrite, nested.clone()]);
-    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
-    std::fs::write(
-        home.path().join("profile.json"),
-        serde_json::json!({"id": "test-deny", "deny_commands": ["make all"]}).to_string(),
-    )
-    .unwrap();
-    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
-    with_policy(&spec, "profile = \"profile.json\"\n");
     let started = std::time::Instant::now();
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
-        .await;
+    let (out, rec, policy) = run_under_deny(
+        &home,
+        engine,
+        &repo,
+        &[rewrite, nested.clone()],
+        &["make all"],
+    )
+    .await;
     let took = started.elapsed();
-    let rec = record(&out);
     let reported = match engine {
         // Codex quotes a command without `'` in it so.
         "codex" => format!("/bin/bash -lc '{nested}'"),
@@ -454,16 +447,6 @@ async fn a_command_the_judge_cannot_take_fails_the_job(engine: &str) {
          deny_commands), without the hook judging it: the hook failed open, so the job was \
          stopped"
     );
-    let policy: Vec<EventBody> = home
-        .store()
-        .await
-        .events(&rec.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.body)
-        .filter(|b| matches!(b, EventBody::Policy { .. }))
-        .collect();
     assert_eq!(
         (rec.status, rec.reason.clone(), policy),
         (
