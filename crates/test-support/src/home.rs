@@ -81,6 +81,13 @@ impl Home {
         cmd.output().await.unwrap()
     }
 
+    /// `paddock run --json SPEC --attempt-after PRIOR` on this home with
+    /// extra environment: the next attempt after job `prior`.
+    pub async fn run_after(&self, spec: &str, prior: &str, env: &[(&str, &str)]) -> Output {
+        self.paddock(&["run", "--json", spec, "--attempt-after", prior], env)
+            .await
+    }
+
     /// `paddock ARGS` on this home, not started (for a test that runs it
     /// alongside others, or kills it).
     pub fn command(&self, args: &[&str]) -> tokio::process::Command {

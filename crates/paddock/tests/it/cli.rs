@@ -1556,12 +1556,7 @@ echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
     };
     let (repo, moved) = (dir.join("repo"), dir.join("repo-moved"));
     std::fs::rename(&repo, &moved).unwrap();
-    let failed = home
-        .paddock(
-            &["run", "--json", spec_arg, "--attempt-after", &first.id],
-            &[],
-        )
-        .await;
+    let failed = home.run_after(spec_arg, &first.id, &[]).await;
     std::fs::rename(&moved, &repo).unwrap();
     let resumed = home
         .paddock(
@@ -1578,12 +1573,7 @@ echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
         .await;
     let second = record(&resumed);
     // With progress on, its own line says it: once.
-    let shown = home
-        .paddock(
-            &["run", "--json", spec_arg, "--attempt-after", &second.id],
-            &[],
-        )
-        .await;
+    let shown = home.run_after(spec_arg, &second.id, &[]).await;
     assert_eq!(
         (
             first.status,

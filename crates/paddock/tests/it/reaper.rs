@@ -785,18 +785,7 @@ async fn a_killed_jobs_next_attempt_says_its_session_files_are_gone() {
     run.wait().await.unwrap();
     let gc = home.paddock(&["gc", "--json"], &[]).await;
     assert_eq!(gc.status.code(), Some(0), "{gc:?}");
-    let next = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                spec.to_str().unwrap(),
-                "--attempt-after",
-                &crashed,
-            ],
-            &[],
-        )
-        .await;
+    let next = home.run_after(spec.to_str().unwrap(), &crashed, &[]).await;
     let stderr = String::from_utf8_lossy(&next.stderr);
     let forked = stderr
         .lines()

@@ -1039,9 +1039,7 @@ async fn a_job_stored_with_a_repeated_destination_is_published_and_followed() {
     db.close().await.unwrap();
     git(&repo, &["branch", "-q", "-D", &first.branch]);
     let published = home.paddock(&["publish", &first.id], &[]).await;
-    let next = home
-        .paddock(&["run", "--json", spec, "--attempt-after", &first.id], &[])
-        .await;
+    let next = home.run_after(spec, &first.id, &[]).await;
     let next = record(&next);
     assert_eq!(
         (
@@ -1801,18 +1799,7 @@ async fn the_next_attempt_gets_the_review_of_the_last() {
     let first = run_with_token(&home, &spec).await;
     let outbox = home.data().join("artifacts").join(&first.id).join("outbox");
     std::fs::write(outbox.join("review.md"), "Use tabs, not spaces.\n").unwrap();
-    let out = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                spec.to_str().unwrap(),
-                "--attempt-after",
-                &first.id,
-            ],
-            &[],
-        )
-        .await;
+    let out = home.run_after(spec.to_str().unwrap(), &first.id, &[]).await;
     let second = record(&out);
     let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
     assert_eq!(
@@ -1837,18 +1824,7 @@ async fn a_huge_review_reaches_the_next_brief_cut() {
     let first = run_with_token(&home, &spec).await;
     let outbox = home.data().join("artifacts").join(&first.id).join("outbox");
     std::fs::write(outbox.join("review.md"), "A".repeat(3_000_000)).unwrap();
-    let out = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                spec.to_str().unwrap(),
-                "--attempt-after",
-                &first.id,
-            ],
-            &[],
-        )
-        .await;
+    let out = home.run_after(spec.to_str().unwrap(), &first.id, &[]).await;
     let second = record(&out);
     let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
     let bounces: Vec<&str> = patch
@@ -3413,14 +3389,9 @@ async fn gitlab_down_at_the_reviews_mint_is_no_bad_input() {
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     mock.set_down(true);
     let next = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                spec.to_str().unwrap(),
-                "--attempt-after",
-                &first.id,
-            ],
+        .run_after(
+            spec.to_str().unwrap(),
+            &first.id,
             &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
         )
         .await;
@@ -4753,12 +4724,7 @@ async fn a_switch_of_the_sources_branch_after_the_job_does_not_move_its_pull_req
         })
         .collect();
     let spec_arg = spec.to_str().unwrap();
-    let next = home
-        .paddock(
-            &["run", "--json", spec_arg, "--attempt-after", &first.id],
-            &env,
-        )
-        .await;
+    let next = home.run_after(spec_arg, &first.id, &env).await;
     let second = record(&next);
     let brief = second
         .patch_path
@@ -4807,12 +4773,7 @@ async fn the_next_attempt_of_a_head_based_job_asks_to_merge_into_the_priors_base
     git(&repo, &["checkout", "-q", "-b", "feature"]);
     let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
     let spec_arg = spec.to_str().unwrap();
-    let next = home
-        .paddock(
-            &["run", "--json", spec_arg, "--attempt-after", &first.id],
-            &env,
-        )
-        .await;
+    let next = home.run_after(spec_arg, &first.id, &env).await;
     let pulls: Vec<(String, String)> = mock
         .pulls()
         .iter()
@@ -6191,12 +6152,7 @@ async fn the_next_attempt_after_a_job_whose_base_cannot_be_told_is_refused() {
     git(&repo, &["checkout", "-q", "--detach"]);
     let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
     let spec_arg = spec.to_str().unwrap();
-    let next = home
-        .paddock(
-            &["run", "--json", spec_arg, "--attempt-after", &first.id],
-            &env,
-        )
-        .await;
+    let next = home.run_after(spec_arg, &first.id, &env).await;
     let rerun = home.paddock(&["run", "--json", spec_arg], &env).await;
     let stderr = String::from_utf8_lossy(&next.stderr).to_string();
     let unbased: Vec<String> = mock
@@ -6551,14 +6507,9 @@ async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
     github.end_pull(1, true);
     git(&bare, &["branch", "-D", "paddock/T-1/1"]);
     let out = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                spec.to_str().unwrap(),
-                "--attempt-after",
-                &first.id,
-            ],
+        .run_after(
+            spec.to_str().unwrap(),
+            &first.id,
             &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
         )
         .await;
@@ -7390,14 +7341,9 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
     github.end_pull(1, false);
     let closed = github.pulls();
     let out = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                spec.to_str().unwrap(),
-                "--attempt-after",
-                &first.id,
-            ],
+        .run_after(
+            spec.to_str().unwrap(),
+            &first.id,
             &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
         )
         .await;

@@ -361,16 +361,7 @@ async fn a_forge_down_at_the_reviews_read_is_a_502_not_bad_input() {
     );
     mock.set_down(true);
     let run = home
-        .paddock(
-            &[
-                "run",
-                "--json",
-                file.to_str().unwrap(),
-                "--attempt-after",
-                &first.id,
-            ],
-            &env,
-        )
+        .run_after(file.to_str().unwrap(), &first.id, &env)
         .await;
     let server = Server::start_env(
         &home,
