@@ -26,6 +26,10 @@ fn ttl() -> std::time::Duration {
 /// One line for each of `shown` (job ids) that is running with a
 /// heartbeat older than the TTL; nothing when the store cannot say.
 pub async fn lines(store: &dyn Store, shown: &HashSet<&str>) -> Vec<String> {
+    // No running job shown: no store read, no config file read.
+    if shown.is_empty() {
+        return Vec::new();
+    }
     let Ok(running) = store.running_jobs().await else {
         return Vec::new();
     };
