@@ -18,8 +18,11 @@ pub enum HookCmd {
     /// Claude Code's PreToolUse hook: JSON on stdin, a decision on stdout.
     PreToolUse {
         /// The job's host profile (JSON).
-        #[arg(long)]
-        profile: PathBuf,
+        #[arg(long, required_unless_present = "profile_on_stdin")]
+        profile: Option<PathBuf>,
+        /// The profile is stdin's first line (JSON), the hook input the rest.
+        #[arg(long, conflicts_with = "profile", hide = true)]
+        profile_on_stdin: bool,
         /// Where denials are appended (JSONL).
         #[arg(long)]
         record: Option<PathBuf>,
@@ -29,7 +32,11 @@ pub enum HookCmd {
 /// Runs the hook; the process exit code.
 pub fn exec(cmd: &HookCmd) -> u8 {
     match cmd {
-        HookCmd::PreToolUse { profile, record } => match pre_tool_use(profile, record.as_deref()) {
+        HookCmd::PreToolUse {
+            profile,
+            profile_on_stdin: _,
+            record,
+        } => match pre_tool_use(profile.as_deref(), record.as_deref()) {
             Ok(()) => 0,
             Err(e) => {
                 // Exit 2: Claude Code blocks the call and shows this reason.
@@ -43,12 +50,24 @@ pub fn exec(cmd: &HookCmd) -> u8 {
     }
 }
 
-fn pre_tool_use(profile: &Path, record: Option<&Path>) -> anyhow::Result<()> {
-    let profile = HostProfile::load(profile)?.profile;
+/// Judges the call on stdin under the profile at `profile`, else the one
+/// on stdin's first line.
+fn pre_tool_use(profile: Option<&Path>, record: Option<&Path>) -> anyhow::Result<()> {
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
         .context("read the hook input from stdin")?;
+    let profile = match profile {
+        Some(path) => HostProfile::load(path)?.profile,
+        None => {
+            let (line, rest) = input
+                .split_once('\n')
+                .context("read the host profile from stdin: no line ends it")?;
+            let profile = HostProfile::from_json(line, "the host profile on stdin")?;
+            input = rest.to_string();
+            profile
+        }
+    };
     match hook::pre_tool_use(&input, &profile)? {
         Decision::Pass => Ok(()),
         Decision::Deny {

@@ -15,8 +15,9 @@
 //! braces and backtracked exponentially on nested `case`,
 //! `tests/it/denial_attacks.rs`): it is judged by the hook's own program,
 //! `paddock hook pre-tool-use`, run by the runner outside the job as a
-//! child of its own, given a copy of the profile the runner wrote and at
-//! most [`JUDGE_TIMEOUT`]. A child that cannot answer (it cannot start,
+//! child of its own, given the profile as the first line of its stdin (no
+//! file: a copy in the host's `$TMPDIR` was one the job could rewrite on
+//! the `process` rung) and at most [`JUDGE_TIMEOUT`]. A child that cannot answer (it cannot start,
 //! crashes, refuses the line or takes too long) judges the command
 //! denied: fail closed.
 
@@ -52,57 +53,29 @@ pub struct Violation {
     pub command: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum BackstopError {
-    #[error("cannot write the host profile for the hook's backstop to {path}: {source}")]
-    WriteProfile {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
 /// One engine run's shell calls, judged.
 #[derive(Debug)]
 pub struct Backstop {
     engine: EngineKind,
     /// `paddock`, whose `hook pre-tool-use` judges.
     exe: PathBuf,
-    /// The profile's copy, in `_dir`.
-    profile: PathBuf,
-    _dir: tempfile::TempDir,
+    /// The profile as one line of JSON, the first line of the judge's
+    /// stdin: never a file, which the job could reach.
+    profile: String,
     /// Shell calls whose results have not come yet: id, command.
     pending: HashMap<String, String>,
 }
 
 impl Backstop {
     /// The backstop for `engine` under `profile`, judged by `exe`.
-    pub fn new(
-        profile: &HostProfile,
-        engine: EngineKind,
-        exe: PathBuf,
-    ) -> Result<Backstop, BackstopError> {
-        let dir = tempfile::Builder::new()
-            .prefix("paddock-backstop-")
-            .tempdir()
-            .map_err(|source| BackstopError::WriteProfile {
-                path: std::env::temp_dir(),
-                source,
-            })?;
-        let path = dir.path().join("profile.json");
-        let body = serde_json::to_string(profile).unwrap_or_default();
-        crate::own_file::write_private(&path, body.as_bytes()).map_err(|source| {
-            BackstopError::WriteProfile {
-                path: path.clone(),
-                source,
-            }
-        })?;
-        Ok(Backstop {
+    pub fn new(profile: &HostProfile, engine: EngineKind, exe: PathBuf) -> Backstop {
+        Backstop {
             engine,
             exe,
-            profile: path,
-            _dir: dir,
+            // One line: JSON escapes the newlines in its strings.
+            profile: serde_json::to_string(profile).unwrap_or_default(),
             pending: HashMap::new(),
-        })
+        }
     }
 
     /// Follows one parsed event of the engine's stream: the command of a
@@ -135,11 +108,14 @@ impl Backstop {
     /// Judges a command that ran: a violation when the profile denies it
     /// or it cannot be judged.
     pub async fn judge(&self, command: &str) -> Option<Violation> {
-        let input = serde_json::json!({
-            "tool_name": "Bash",
-            "tool_input": {"command": command},
-        })
-        .to_string();
+        let input = format!(
+            "{}\n{}",
+            self.profile,
+            serde_json::json!({
+                "tool_name": "Bash",
+                "tool_input": {"command": command},
+            })
+        );
         let answer = tokio::time::timeout(JUDGE_TIMEOUT, self.ask(&input)).await;
         let rule = match answer {
             Ok(Some(Answer::Pass)) => return None,
@@ -155,8 +131,7 @@ impl Backstop {
     /// The judging child's answer to `input`; `None` when it gave none.
     async fn ask(&self, input: &str) -> Option<Answer> {
         let mut child = tokio::process::Command::new(&self.exe)
-            .args(["hook", "pre-tool-use", "--profile"])
-            .arg(&self.profile)
+            .args(["hook", "pre-tool-use", "--profile-on-stdin"])
             .env_clear()
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -266,7 +241,7 @@ mod tests {
         let profile =
             HostProfile::from_json(r#"{"id":"p","deny_commands":["make all"]}"#, "t").unwrap();
         let ran = |engine, events: &[EventBody]| {
-            let mut b = Backstop::new(&profile, engine, PathBuf::from("/nonexistent")).unwrap();
+            let mut b = Backstop::new(&profile, engine, PathBuf::from("/nonexistent"));
             events
                 .iter()
                 .filter_map(|e| b.observe(e))
@@ -321,7 +296,7 @@ mod tests {
     async fn a_judge_that_cannot_run_denies() {
         let profile =
             HostProfile::from_json(r#"{"id":"p","deny_commands":["make all"]}"#, "t").unwrap();
-        let b = Backstop::new(&profile, EngineKind::Codex, PathBuf::from("/nonexistent")).unwrap();
+        let b = Backstop::new(&profile, EngineKind::Codex, PathBuf::from("/nonexistent"));
         assert_eq!(
             b.judge("ls").await,
             Some(Violation {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use paddock_protocol::{EngineKind, EventBody, HostProfile, JobSpec};
 
 use super::admission::{admit, Admission, Refusal};
-use super::backstop::{Backstop, BackstopError};
+use super::backstop::Backstop;
 use super::denials::{self, DenialRecord, RecordTail};
 use super::matcher::Matcher;
 use super::profile::{resolve, ProfileSource, ResolveError};
@@ -172,15 +172,11 @@ impl JobPolicy {
 
     /// The backstop behind the hook for a run of `engine`, judged by
     /// `exe` (`backstop`): none when the profile denies no command.
-    pub fn backstop(
-        &self,
-        engine: EngineKind,
-        exe: &Path,
-    ) -> Result<Option<Backstop>, BackstopError> {
+    pub fn backstop(&self, engine: EngineKind, exe: &Path) -> Option<Backstop> {
         if self.matcher.rules().is_empty() {
-            return Ok(None);
+            return None;
         }
-        Backstop::new(&self.profile, engine, exe.to_path_buf()).map(Some)
+        Some(Backstop::new(&self.profile, engine, exe.to_path_buf()))
     }
 
     /// A tail on the hook's record file (both engines).

@@ -92,12 +92,10 @@ pub(super) async fn stream(
     // its stream may name one twice (as it happens, and again at the end).
     let mut refused = std::collections::HashSet::new();
     // Denied commands the engine reports as run (`policy::backstop`).
-    let mut backstop = match &job.policy {
-        Some(p) => p
-            .backstop(adapter.kind(), &job.config.helper_exe)
-            .map_err(|e| step("start the hook's backstop", e))?,
-        None => None,
-    };
+    let mut backstop = job
+        .policy
+        .as_ref()
+        .and_then(|p| p.backstop(adapter.kind(), &job.config.helper_exe));
     let mut stdout_open = true;
     while stdout_open || out.exited.is_none() {
         tokio::select! {

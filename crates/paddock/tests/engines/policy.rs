@@ -321,7 +321,10 @@ async fn claude_a_slow_hook_still_refuses() {
 /// The backstop behind the hook: a denied command the engine reports as
 /// run, the hook having let it through, stops the job. Here the job makes
 /// the hook fail open by rewriting the hook's profile file (which it can
-/// on the `process` rung) to deny nothing, then runs `bash -lc 'RULE'`,
+/// on the `process` rung) to deny nothing, and any copy of it left where
+/// the job can write it (before, the backstop's judge read one in the
+/// host's `$TMPDIR`, which the job rewrote too, and the job ended `done`),
+/// then runs `bash -lc 'RULE'`,
 /// which only the hook catches: the command runs (nothing can take it
 /// back), and then the job is stopped and fails with a reason saying the
 /// hook did not judge it, its `policy` event names the command and the
@@ -338,9 +341,14 @@ async fn a_command_the_hook_let_through_fails_the_job(engine: &str) {
         let repo = repo(home.path());
         let (denied, rule, tried) = denied_mark(&home);
         let first = if rewrite {
+            // The hook's profile, and any copy of it the runner keeps
+            // where the job can reach it (the backstop's judge read one
+            // in the host's temporary directory).
             format!(
-                "echo change > changed.txt && echo '{{\"id\":\"test-deny\"}}' > $(echo {}/*/meta)/profile.json",
-                home.jobs().display()
+                "echo change > changed.txt && echo '{{\"id\":\"test-deny\"}}' > $(echo {}/*/meta)/profile.json \
+                 && for f in {}/paddock-backstop-*/profile.json; do [ -f \"$f\" ] && echo '{{\"id\":\"test-deny\"}}' > \"$f\"; done; true",
+                home.jobs().display(),
+                std::env::temp_dir().display()
             )
         } else {
             "echo change > changed.txt".to_string()
