@@ -373,6 +373,9 @@ pub struct ServeFile {
     pub max_concurrent_jobs: Option<u32>,
     /// How long SIGTERM waits for running jobs before cancelling them.
     pub drain_grace_secs: Option<u64>,
+    /// How long a job may wait queued, passed over by every server that
+    /// claimed it, before the server passing it over fails it.
+    pub max_passed_over_secs: Option<u64>,
     /// Where every job's final record is POSTed (completion webhooks).
     pub webhook_url: Option<String>,
     /// The webhooks' HMAC key, as a reference (`env:NAME`, `file:PATH`).
@@ -648,7 +651,7 @@ mod tests {
         let (dir, p) = write(
             "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
              [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n\
-             log_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n\
+             max_passed_over_secs = 600\nlog_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n\
              [caches]\nmax_size = \"3GiB\"\n[hosts]\nheartbeat_secs = 5\nheartbeat_ttl_secs = 30\nrequeue_reclaimed = 2\n",
         );
         assert_eq!(
@@ -663,6 +666,7 @@ mod tests {
                     listen: Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9000))),
                     max_concurrent_jobs: Some(3),
                     drain_grace_secs: Some(7),
+                    max_passed_over_secs: Some(600),
                     webhook_url: None,
                     webhook_secret: None,
                     log_format: Some(LogFormat::Json),

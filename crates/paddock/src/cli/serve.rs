@@ -38,6 +38,11 @@ pub struct ServeArgs {
     /// cancelled, in seconds (default 30).
     #[arg(long)]
     pub drain_grace_secs: Option<u64>,
+    /// How long a job may wait queued, passed over by every server that
+    /// claimed it (none could run it), before it fails with why, in
+    /// seconds (default 86400, a day).
+    #[arg(long)]
+    pub max_passed_over_secs: Option<u64>,
     /// POST every job's final record here, signed (docs/serve.md,
     /// "Completion webhooks").
     #[arg(long)]
@@ -173,6 +178,7 @@ pub async fn exec(
         listen: args.listen,
         max_concurrent_jobs: args.max_concurrent_jobs,
         drain_grace_secs: args.drain_grace_secs,
+        max_passed_over_secs: args.max_passed_over_secs,
         webhook_url: args.webhook_url,
         webhook_secret: args.webhook_secret,
         // Read where the log starts (`init_output`).

@@ -192,19 +192,8 @@ pub async fn admit(
     // The provider and its credentials: cloud credentials found (and,
     // without a key, a first token fetched) before the job exists.
     let provider = broker::Provider::from_spec(&spec.upstream, key.clone()).await?;
-    if prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
-        return Err(AdmitError::Unpriced {
-            model: spec.engine.model.clone(),
-            table: prices.version.to_string(),
-        });
-    }
-    let allowlist = broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models);
-    if let Err(list) = allowlist.check(&spec.engine.model) {
-        return Err(AdmitError::ModelNotAllowed {
-            model: spec.engine.model.clone(),
-            list: list.to_string(),
-        });
-    }
+    priced(spec, prices)?;
+    allowed(spec)?;
     let scenario = scenario(spec)?;
     let prepared = Prepared::load(spec).map_err(|e| AdmitError::LoadTemplates(e.to_string()))?;
     let spec_json =
@@ -222,6 +211,53 @@ pub async fn admit(
         scenario,
         continuation: None,
     })
+}
+
+/// Refuses what is wrong with `spec` wherever it runs, checked without
+/// reading anything of the host's: a provider that needs a key named
+/// with none, a model the price table (`prices`: a fleet meters with one
+/// table) has no price for and the spec does not run unpriced (a model
+/// written wrong, most often), a model outside the spec's own
+/// allowlist. A server asks it of a submitted spec before it looks at
+/// what the spec names on its host (`server::queue`): what is the host's
+/// is left to the server that claims the job, what is the spec's is
+/// refused at once. [`admit`] makes each check in its place.
+pub fn spec_own(spec: &JobSpec, prices: &PriceTable) -> Result<(), AdmitError> {
+    use crate::broker::provider::ProviderError;
+    let needs_key = match spec.upstream.provider {
+        ProviderKind::Openai => Some("openai"),
+        ProviderKind::Anthropic => Some("anthropic"),
+        ProviderKind::Vertex | ProviderKind::Bedrock | ProviderKind::Scripted => None,
+    };
+    if let (Some(provider), None) = (needs_key, &spec.upstream.key) {
+        return Err(AdmitError::Provider(ProviderError::NoKey { provider }));
+    }
+    priced(spec, prices)?;
+    allowed(spec)
+}
+
+/// Refuses `spec`'s model when `prices` has no price for it and the
+/// spec does not run it unpriced.
+fn priced(spec: &JobSpec, prices: &PriceTable) -> Result<(), AdmitError> {
+    if prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
+        return Err(AdmitError::Unpriced {
+            model: spec.engine.model.clone(),
+            table: prices.version.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses `spec`'s model when its own allowlist (`engine.allowed_models`)
+/// does not allow it.
+fn allowed(spec: &JobSpec) -> Result<(), AdmitError> {
+    let allowlist = broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models);
+    allowlist
+        .check(&spec.engine.model)
+        .map_err(|list| AdmitError::ModelNotAllowed {
+            model: spec.engine.model.clone(),
+            list: list.to_string(),
+        })
 }
 
 /// Resolves each credential the spec's `[results]` names (as publishing

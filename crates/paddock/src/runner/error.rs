@@ -205,14 +205,6 @@ pub enum NotHere {
          a server built with it (the default features) runs the job"
     )]
     ScriptedNotBuilt,
-    /// This host's price table has no price for the job's model, which
-    /// the admitting host's had.
-    #[error(
-        "engine.model `{model}` has no price in this host's price table {table}; Paddock \
-         refuses models it cannot meter: give this server the model's price (`prices` in its \
-         config file, or PADDOCK_PRICES) for this server to run the job"
-    )]
-    Unpriced { model: String, table: String },
     /// This host runs every job under one host profile and the spec
     /// names another.
     #[error(
@@ -256,10 +248,12 @@ impl NotHere {
     /// Why this host cannot run a job whose admission here failed with
     /// `error`, where what failed is this host's (its credentials, its
     /// sandbox, for a job asking for it or a host profile's rule the rung
-    /// `auto` fell back to here cannot enforce, its build, its price
-    /// table, its host profile): another
-    /// host's admission of the same spec may pass (the one that queued it
-    /// did). Any other error, the spec's own, is given back.
+    /// `auto` fell back to here cannot enforce, its build, its host
+    /// profile): another host's admission of the same spec may pass.
+    /// Any other error, the spec's own, is given back: a model the price
+    /// table has no price for among them (a fleet meters with one table,
+    /// and such a model is most often written wrong: passed over, it
+    /// waited for a server that never came).
     pub fn of_admission(error: AdmitError) -> Result<NotHere, AdmitError> {
         use crate::broker::provider::ProviderError;
         Ok(match error {
@@ -270,7 +264,6 @@ impl NotHere {
             }
             AdmitError::Provider(e) => NotHere::Provider(e),
             AdmitError::ScriptedNotBuilt => NotHere::ScriptedNotBuilt,
-            AdmitError::Unpriced { model, table } => NotHere::Unpriced { model, table },
             AdmitError::NotHostProfile { named, host } => NotHere::HostProfile { named, host },
             AdmitError::PolicyRefused(refusal) if refusal.on_fallback => NotHere::Policy(refusal),
             AdmitError::EngineNotFound(e) => NotHere::Engine(e),

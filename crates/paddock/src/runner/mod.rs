@@ -238,6 +238,16 @@ impl Runner {
         admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await
     }
 
+    /// Refuses what is wrong with `spec` wherever it runs, reading nothing
+    /// of this host's (`admit::spec_own`: a provider needing a key named
+    /// with none, a model the price table cannot meter, a model outside
+    /// the spec's own allowlist). A server's submission asks it before it
+    /// looks at what the spec names on its host, which is the claiming
+    /// server's to judge ([`Runner::has_here`], [`NotHere::of_admission`]).
+    pub fn spec_own(&self, spec: &JobSpec) -> Result<(), AdmitError> {
+        admit::spec_own(spec, &self.config.prices)
+    }
+
     /// Refuses `admitted`, a job on the `sandbox` rung, when its sandbox
     /// on this host would refuse one of its paths (`sandbox_view.rs`: the
     /// engine's directories, the jobs directory, the hook's). For the
@@ -352,7 +362,18 @@ impl Runner {
     /// The budget gate before a job runs: why `admitted` is held (its
     /// ticket's, project's or own ceiling already spent), or `None`.
     pub async fn budget_hold(&self, admitted: &Admitted) -> Result<Option<String>, StoreError> {
-        launch::budget_gate(admitted.spec(), &admitted.id, &self.store)
+        self.budget_hold_spec(admitted.spec(), &admitted.id).await
+    }
+
+    /// [`Runner::budget_hold`] of a job `id` not admitted here, by its
+    /// `spec` as submitted (a server's submission this host cannot run,
+    /// queued for a server that can).
+    pub async fn budget_hold_spec(
+        &self,
+        spec: &JobSpec,
+        id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        launch::budget_gate(spec, id, &self.store)
             .await
             .map(|(_, held)| held)
     }

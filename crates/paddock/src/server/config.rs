@@ -14,6 +14,9 @@ pub const DEFAULT_LISTEN: SocketAddr =
 pub const DEFAULT_MAX_CONCURRENT_JOBS: u32 = 2;
 /// How long SIGTERM waits for running jobs by default.
 pub const DEFAULT_DRAIN_GRACE_SECS: u64 = 30;
+/// How long a job may wait passed over by every server that claimed it,
+/// by default (a day).
+pub const DEFAULT_MAX_PASSED_OVER_SECS: u64 = 86_400;
 
 /// A server's settings, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +27,10 @@ pub struct ServeConfig {
     pub max_concurrent_jobs: u32,
     /// How long a drain waits for running jobs before cancelling them.
     pub drain_grace: Duration,
+    /// How long a job may wait queued, passed over by every server that
+    /// claimed it (`server::queue`), before the server passing it over
+    /// fails it with why.
+    pub max_passed_over: Duration,
     /// Where final records are POSTed, and the reference to the HMAC key.
     pub webhook_url: Option<String>,
     pub webhook_secret: Option<String>,
@@ -76,6 +83,12 @@ impl ServeConfig {
                     .or(file.drain_grace_secs)
                     .unwrap_or(DEFAULT_DRAIN_GRACE_SECS),
             ),
+            max_passed_over: Duration::from_secs(
+                flags
+                    .max_passed_over_secs
+                    .or(file.max_passed_over_secs)
+                    .unwrap_or(DEFAULT_MAX_PASSED_OVER_SECS),
+            ),
             webhook_url: flags.webhook_url.clone().or(file.webhook_url.clone()),
             webhook_secret: flags.webhook_secret.clone().or(file.webhook_secret.clone()),
             submissions: super::submissions::Submissions {
@@ -109,6 +122,7 @@ mod tests {
             listen: Some(SocketAddr::from(([0, 0, 0, 0], 9000))),
             max_concurrent_jobs: Some(3),
             drain_grace_secs: None,
+            max_passed_over_secs: Some(600),
             webhook_url: None,
             webhook_secret: None,
             log_format: None,
@@ -123,6 +137,7 @@ mod tests {
             listen: None,
             max_concurrent_jobs: Some(0),
             drain_grace_secs: Some(5),
+            max_passed_over_secs: None,
             webhook_url: None,
             webhook_secret: None,
             log_format: None,
@@ -140,6 +155,7 @@ mod tests {
                     listen: SocketAddr::from(([0, 0, 0, 0], 9000)),
                     max_concurrent_jobs: 1,
                     drain_grace: Duration::from_secs(5),
+                    max_passed_over: Duration::from_secs(600),
                     webhook_url: None,
                     webhook_secret: None,
                     lanes: vec![],
@@ -155,6 +171,7 @@ mod tests {
                     listen: SocketAddr::from(([127, 0, 0, 1], 8012)),
                     max_concurrent_jobs: 2,
                     drain_grace: Duration::from_secs(30),
+                    max_passed_over: Duration::from_secs(86_400),
                     webhook_url: None,
                     webhook_secret: None,
                     lanes: vec![],

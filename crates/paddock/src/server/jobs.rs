@@ -4,9 +4,13 @@
 //! /v1/jobs/{id}/cancel`) and dispose of one (`DELETE /v1/jobs/{id}`:
 //! cancelled if it has not ended, waited for, its artifacts removed; its
 //! record, events and ledger rows stay for accounting; refused for a job
-//! another host ran, whose artifacts are there). A spec is checked exactly as `paddock run`
+//! another host ran, whose artifacts are there). A spec is checked as `paddock run`
 //! checks it (the user's config defaults applied, then `Runner::admit`),
-//! with the same errors, as problem bodies; `?attempt_after=JOB` admits it
+//! with the same errors, as problem bodies, but for what is this host's
+//! and not the spec's (a secret or file not here, this host's sandbox or
+//! credentials): such a job is queued for a server of the fleet that can
+//! run it, the answer's reason saying why this one will not
+//! (`Queue::submit`); `?attempt_after=JOB` admits it
 //! as the next attempt after that job, as `paddock run --attempt-after`
 //! does (`Runner::admit_after`).
 

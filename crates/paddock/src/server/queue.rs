@@ -12,12 +12,17 @@
 //! runs it: a file, directory or secret its spec names not here,
 //! `Runner::has_here`; its engine's binary not found here, or its sandbox
 //! here unable to bind its paths, `Runner::runs_here`; its admission here
-//! refusing this host's sandbox, credentials, build, price table or host
-//! profile, `NotHere::of_admission`) is passed over before anything of it
-//! starts: back in the queue with the reason, for a server that may and
-//! can, and claimed again by this one after `RECHECK_PASSED_OVER`, to be
-//! looked at anew. One whose stored spec no server can run (unreadable,
-//! or refused for what it asks) fails. Cancelling a queued job is a
+//! refusing this host's sandbox, credentials, build or host profile,
+//! `NotHere::of_admission`) is passed over before anything of it starts:
+//! back in the queue with the reason, for a server that may and can, and
+//! claimed again by this one after `RECHECK_PASSED_OVER`, to be looked at
+//! anew, until this server has passed it over for `max_passed_over` (the
+//! job queued all along, no server that claimed it able to run it), when
+//! it fails it with why. One whose stored spec no server can run
+//! (unreadable, or refused for what it asks) fails. A submission is
+//! refused only for what is wrong with the spec wherever it runs
+//! (`Runner::spec_own`); one this host cannot run is stored `queued` for a
+//! server that can, its reason saying why this one will not. Cancelling a queued job is a
 //! compare-and-set to `cancelled`; a running one is signalled through its
 //! runner's cancel future, or, when another process runs it (another
 //! server on the store), the cancel is recorded in the store for its
@@ -151,7 +156,7 @@ pub enum PassOver {
     /// Its host cannot run the job ([`NotHere`]: what the spec names is
     /// not here, the engine's binary is not found here, its sandbox here
     /// cannot bind the job's paths, or its admission here refuses this
-    /// host's sandbox, credentials, build, price table or host profile).
+    /// host's sandbox, credentials, build or host profile).
     Cannot(NotHere),
 }
 
@@ -185,6 +190,27 @@ pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
         "not run by host {} (jobs directory {}), which {not} run job {id}: {why}; it stays \
          queued for a server that {can}",
         me.name, me.host
+    )
+}
+
+/// The reason a queued job fails with once server `me`, which `why` may
+/// not or cannot run it, has passed it over for `most`
+/// (`[serve] max_passed_over_secs`), the job queued all along and no
+/// server that claimed it meanwhile able to run it (at most [`WHY_MAX`]
+/// bytes of `why`).
+pub fn passed_over_too_long_reason(id: &str, me: &Owner, most: Duration, why: &PassOver) -> String {
+    let (not, why) = match why {
+        PassOver::MayNot(refused) => ("may not", refused.to_string()),
+        PassOver::Cannot(cannot) => ("cannot", cannot.to_string()),
+    };
+    format!(
+        "job {id} waited passed over for {} s, the most a job waits for a server able to run \
+         it (`[serve] max_passed_over_secs`), and no server that claimed it ran it; last, host \
+         {} (jobs directory {}) {not} run it: {}",
+        most.as_secs(),
+        me.name,
+        me.host,
+        crate::output::keep_end(&why, WHY_MAX)
     )
 }
 
@@ -222,6 +248,43 @@ pub enum Cancel {
     NotFound,
 }
 
+/// When this server passed a queued job over: first (since it has been
+/// passing it over, the job queued all along) and last (its recheck
+/// counts from then).
+#[derive(Debug, Clone, Copy)]
+struct Passed {
+    first: Instant,
+    last: Instant,
+}
+
+/// The queue's clock for how long jobs have been passed over: the
+/// monotonic clock, or a test's.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> Instant + Send + Sync>);
+
+impl Clock {
+    /// A clock reading `now`.
+    pub fn new(now: impl Fn() -> Instant + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(now))
+    }
+
+    fn now(&self) -> Instant {
+        (self.0)()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::new(Instant::now)
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
 /// The scheduler and the jobs it runs.
 #[derive(Debug)]
 pub struct Queue {
@@ -236,12 +299,18 @@ pub struct Queue {
     /// Queued jobs this server may not run (`submissions`) or cannot
     /// (`Runner::has_here`, `Runner::runs_here`, `NotHere::of_admission`),
     /// each with when it was passed over: passed over by its claims for
-    /// `recheck` from then, and claimed again after that; pruned once
+    /// `recheck` from the last time, and claimed again after that; failed
+    /// once `max_passed_over` has gone by since the first; forgotten once
     /// they leave the queue.
-    refused: Mutex<HashMap<String, Instant>>,
+    refused: Mutex<HashMap<String, Passed>>,
     /// How long a passed-over job is left before it is claimed again
     /// ([`RECHECK_PASSED_OVER`]).
     recheck: Duration,
+    /// How long this server passes a job over before it fails it instead
+    /// (`[serve] max_passed_over_secs`).
+    max_passed_over: Duration,
+    /// What `refused` is timed by.
+    clock: Clock,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
     /// The `max_concurrent_jobs` slots: jobs running here, with their
@@ -287,6 +356,8 @@ impl Queue {
             submissions,
             refused: Mutex::new(HashMap::new()),
             recheck: RECHECK_PASSED_OVER,
+            max_passed_over: Duration::from_secs(super::config::DEFAULT_MAX_PASSED_OVER_SECS),
+            clock: Clock::default(),
             pending: Mutex::new(HashMap::new()),
             slots: Slots::new(usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX)),
             wake: Notify::new(),
@@ -302,6 +373,21 @@ impl Queue {
             recheck: after,
             ..self
         }
+    }
+
+    /// The queue failing a job it has passed over for `most` (it stayed
+    /// queued all along, no server that claimed it able to run it), not
+    /// the default day.
+    pub fn passing_over_at_most(self, most: Duration) -> Queue {
+        Queue {
+            max_passed_over: most,
+            ..self
+        }
+    }
+
+    /// The queue timing the jobs it passes over by `clock` (a test's).
+    pub fn timed_by(self, clock: Clock) -> Queue {
+        Queue { clock, ..self }
     }
 
     /// Whether final records can be signed and sent (the server has a
@@ -356,11 +442,24 @@ impl Queue {
         after: Option<&str>,
     ) -> Result<JobRecord, SubmitError> {
         let admitted = match after {
-            None => self.runner.admit(spec).await?,
+            None => match self.admit_or_not_here(spec).await? {
+                Ok(admitted) => admitted,
+                Err(cannot) => return self.queue_for_another(spec, priority, cannot).await,
+            },
             Some(prior) => self.runner.admit_after(spec, prior).await?,
         };
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
-            return Ok(self.hold(&admitted, message, priority).await?);
+            let record = admitted.record(JobStatus::Held);
+            let follows = admitted.follows();
+            return Ok(self
+                .hold(
+                    record,
+                    admitted.spec_json(),
+                    follows.as_ref(),
+                    message,
+                    priority,
+                )
+                .await?);
         }
         let record = admitted.record(JobStatus::Queued);
         self.store
@@ -374,6 +473,78 @@ impl Queue {
         self.owe(&record.id).await;
         locked(&self.pending).insert(record.id.clone(), admitted);
         self.wake.notify_one();
+        Ok(record)
+    }
+
+    /// Admits submitted `spec` here, or says why this host cannot run it
+    /// where another server of the fleet may (`NotHere`): what is wrong
+    /// with the spec wherever it runs is refused first
+    /// (`Runner::spec_own`), then what it names on this host is looked
+    /// for (`Runner::has_here`), then it is admitted, a refusal of what is
+    /// this host's (`NotHere::of_admission`) not the spec's. Before, a
+    /// server refused (422) a spec whose key, templates or scenario only
+    /// the fleet's other servers had, so a front server without them
+    /// could not accept jobs for its workers.
+    async fn admit_or_not_here(
+        &self,
+        spec: &JobSpec,
+    ) -> Result<Result<Admitted, NotHere>, AdmitError> {
+        self.runner.spec_own(spec)?;
+        if let Err(cannot) = self.runner.has_here(spec) {
+            return Ok(Err(cannot));
+        }
+        match self.runner.admit(spec).await {
+            Ok(admitted) => Ok(Ok(admitted)),
+            Err(e) => NotHere::of_admission(e).map(Err),
+        }
+    }
+
+    /// Stores submitted `spec`, which this host cannot run (`cannot`),
+    /// for a server of the fleet that can: gated on its budget by its
+    /// spec as submitted (`held`), else `queued` with `priority` and the
+    /// reason a server passing it over gives, which the 202 answer
+    /// carries (no server has been seen able to run it yet); this server
+    /// passes it over as if it had claimed it, claiming it again after
+    /// its recheck. The server that claims it admits it from its stored
+    /// spec.
+    async fn queue_for_another(
+        &self,
+        spec: &JobSpec,
+        priority: i64,
+        cannot: NotHere,
+    ) -> Result<JobRecord, SubmitError> {
+        let id = crate::job_ref::new_id();
+        let mut record = JobRecord::new(&id, spec, OffsetDateTime::now_utc());
+        let spec_json =
+            serde_json::to_string(spec).map_err(|e| AdmitError::SerializeSpec(e.to_string()))?;
+        if let Some(message) = self.runner.budget_hold_spec(spec, &id).await? {
+            record.status = JobStatus::Held;
+            return Ok(self
+                .hold(record, &spec_json, None, message, priority)
+                .await?);
+        }
+        let me = &self.runner.config().liveness.owner;
+        let why = PassOver::Cannot(cannot);
+        record.status = JobStatus::Queued;
+        record.reason = Some(passed_over_reason(&id, me, &why));
+        let now = self.clock.now();
+        locked(&self.refused).insert(
+            id.clone(),
+            Passed {
+                first: now,
+                last: now,
+            },
+        );
+        if let Err(e) = self
+            .store
+            .enqueue_job(&record, &spec_json, priority, None)
+            .await
+        {
+            locked(&self.refused).remove(&id);
+            return Err(e.into());
+        }
+        tracing::warn!("serve: {}", record.reason.as_deref().unwrap_or_default());
+        self.owe(&record.id).await;
         Ok(record)
     }
 
@@ -398,7 +569,12 @@ impl Queue {
         id.clone_into(&mut admitted.id);
         self.runner.view_here(&admitted)?;
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
-            return Ok(Turn::Held(self.hold(&admitted, message, 0).await?.id));
+            let record = admitted.record(JobStatus::Held);
+            let follows = admitted.follows();
+            let held = self
+                .hold(record, admitted.spec_json(), follows.as_ref(), message, 0)
+                .await?;
+            return Ok(Turn::Held(held.id));
         }
         let (cancel, cancelled) = oneshot::channel::<()>();
         self.slots
@@ -456,23 +632,20 @@ impl Queue {
         Ok(Turn::Started { id, ended })
     }
 
-    /// Stores `admitted` `held` for `message` with its `policy` and
-    /// `status` events, and sends its webhooks; the record.
+    /// Stores job `record` (with its spec as submitted, `spec_json`, and
+    /// the prior job it `follows`) `held` for `message` with its `policy`
+    /// and `status` events, and sends its webhooks; the record.
     async fn hold(
         &self,
-        admitted: &Admitted,
+        mut record: JobRecord,
+        spec_json: &str,
+        follows: Option<&crate::store::Follows>,
         message: String,
         priority: i64,
     ) -> Result<JobRecord, StoreError> {
-        let mut record = admitted.record(JobStatus::Held);
         ended_unrun(&mut record, JobStatus::Held, message.clone());
         self.store
-            .enqueue_job(
-                &record,
-                admitted.spec_json(),
-                priority,
-                admitted.follows().as_ref(),
-            )
+            .enqueue_job(&record, spec_json, priority, follows)
             .await?;
         let events = [
             EventBody::Policy {
@@ -550,11 +723,12 @@ impl Queue {
             // Owned by this host from the claim's own statement on. The
             // jobs passed over a while ago are claimed again, to be looked
             // at anew: what this host lacked may be here now.
-            let skip: Vec<String> = {
-                let mut refused = locked(&self.refused);
-                refused.retain(|_, at| at.elapsed() < self.recheck);
-                refused.keys().cloned().collect()
-            };
+            let now = self.clock.now();
+            let skip: Vec<String> = locked(&self.refused)
+                .iter()
+                .filter(|(_, p)| now.saturating_duration_since(p.last) < self.recheck)
+                .map(|(id, _)| id.clone())
+                .collect();
             let claimed = self
                 .store
                 .claim_job(
@@ -760,7 +934,7 @@ impl Queue {
             .has_here(&spec)
             .map_err(|e| Readmit::Refused(e.into()))?;
         // What admission finds of this host's (its sandbox, its
-        // credentials, its build, its price table, its host profile) and
+        // credentials, its build, its host profile) and
         // refuses: another server's, which admitted the job, did not.
         let mut admitted =
             self.runner
@@ -799,8 +973,32 @@ impl Queue {
     async fn pass_over(&self, mut record: JobRecord, why: &PassOver) {
         let me = &self.runner.config().liveness.owner;
         let id = record.id.clone();
+        let now = self.clock.now();
+        let first = {
+            let mut refused = locked(&self.refused);
+            let passed = refused.entry(id.clone()).or_insert(Passed {
+                first: now,
+                last: now,
+            });
+            passed.last = now;
+            passed.first
+        };
+        // Passed over for long enough, no server that claimed it able to
+        // run it: failed with why, not queued for ever. A cancel asked of
+        // it meanwhile ends it `cancelled` below, as ever.
+        if now.saturating_duration_since(first) >= self.max_passed_over {
+            if let Ok(Some(standing)) = self.store.claim_standing(&id).await {
+                if standing.cancel.is_none() {
+                    locked(&self.refused).remove(&id);
+                    let reason = passed_over_too_long_reason(&id, me, self.max_passed_over, why);
+                    tracing::warn!("serve: {reason}");
+                    self.fail_claimed(record, reason).await;
+                    self.wake.notify_one();
+                    return;
+                }
+            }
+        }
         let reason = passed_over_reason(&id, me, why);
-        locked(&self.refused).insert(id.clone(), Instant::now());
         match self.store.unclaim_job(&id, &me.host, &reason).await {
             Ok(true) => tracing::warn!("serve: {reason}"),
             Ok(false) => match self.unclaim_refused(&id, me).await {

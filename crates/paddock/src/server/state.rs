@@ -69,15 +69,18 @@ impl AppState {
         if defaults.isolation == Some(paddock_protocol::Isolation::Process) {
             config.submissions.process = true;
         }
-        let queue = Arc::new(Queue::new(
-            store.clone(),
-            runner.clone(),
-            hub.clone(),
-            config.max_concurrent_jobs,
-            config.lanes.clone(),
-            config.submissions.clone(),
-            webhooks,
-        ));
+        let queue = Arc::new(
+            Queue::new(
+                store.clone(),
+                runner.clone(),
+                hub.clone(),
+                config.max_concurrent_jobs,
+                config.lanes.clone(),
+                config.submissions.clone(),
+                webhooks,
+            )
+            .passing_over_at_most(config.max_passed_over),
+        );
         AppState {
             store,
             runner,

@@ -15,7 +15,10 @@
 //! live server (PostgreSQL); a job the accepting server's sandbox could
 //! not bind runs on the server whose sandbox can; a job whose engine a
 //! claiming server does not have is passed over by it and run by the
-//! server that has it.
+//! server that has it; a job whose source token only a worker server's
+//! environment holds is accepted by a front server without it (202, the
+//! answer saying why the front server will not run it) and run by the
+//! worker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -1497,4 +1500,100 @@ async fn a_claim_whose_server_died_on_another_host_is_run_once_by_the_live_one_o
     assert_eq!(store.running_jobs().await.unwrap(), Vec::new());
     nothing_lost(&store, &rec).await;
     nothing_lost(&store, &ran).await;
+}
+
+/// The private source's token in the worker's environment only.
+const SOURCE_TOKEN_VAR: &str = "PADDOCK_FLEET_SOURCE_TOKEN";
+const SOURCE_TOKEN: &str = "pdk_fleetSourceToken_0123456789";
+
+/// A fleet as a platform team runs it: front server A takes the API's
+/// submissions and holds no provider key or source token; worker B holds
+/// them. A job whose source is private (`repository.url` over smart HTTP
+/// with `repository.token = "env:…"`, the variable in B's environment
+/// only) submitted to A is accepted (202): the answer, as the store and
+/// A's API keep it until a server claims it, is `queued` with A's reason
+/// for not running it (the variable not set on this host, what to fix),
+/// no owner, no event; B, started then, claims it and runs it to `done`,
+/// fetching the source with its token, the reason gone, nothing lost. On
+/// SQLite and PostgreSQL. Before, A refused it (422) for the variable it
+/// did not have, though B would have run it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        hosts_config(&a, HOSTS);
+        hosts_config(&b, HOSTS);
+        let mut job = spec(&a, "T-S", TURN);
+        let repo = std::path::PathBuf::from(job["repository"]["path"].as_str().unwrap());
+        let remotes = a.path().join("remotes");
+        paddock_test_support::git::bare_remote(&remotes, &repo);
+        let git = paddock_test_support::git_http::GitHttpServer::start(
+            &remotes,
+            &paddock_test_support::git_http::basic(SOURCE_TOKEN),
+        )
+        .await;
+        let reference = format!("env:{SOURCE_TOKEN_VAR}");
+        job["repository"] = serde_json::json!({
+            "url": format!("{}/widgets.git", git.url),
+            "token": reference,
+            "base_ref": job["repository"]["base_ref"].clone(),
+        });
+        let allow = ["--allow-ref", &reference, "--allow-host", "127.0.0.1"];
+        let srv_a = Server::start_env(&a, &allow, &[("PADDOCK_DB", &db.db())]).await;
+        let accepted = srv_a.submit(&job, 0).await;
+        let status = accepted.status().as_u16();
+        let answered = body::<JobRecord>(accepted).await;
+        let id = answered.id.clone();
+        let store = db.open().await;
+        let (a_host, a_name) = host_of(&a);
+        let want = format!(
+            "not run by host {a_name} (jobs directory {a_host}), which cannot run job {id}: \
+             repository.token: repository token {reference}: environment variable is not set, \
+             on this host; the server that runs the job reads the variable from its own \
+             environment: start this server with it set for this server to run the job; it \
+             stays queued for a server that can"
+        );
+        assert_eq!(
+            (
+                status,
+                (answered.status, answered.reason.clone()),
+                srv_a.job(&id).await == answered,
+                store.job_owner(&id).await.unwrap(),
+                store.events(&id, 0).await.unwrap(),
+            ),
+            (202, (JobStatus::Queued, Some(want)), true, None, Vec::new()),
+            "{}",
+            srv_a.stderr()
+        );
+        let a_path = a.path().display().to_string();
+        let mut allow_b = allow.to_vec();
+        allow_b.extend(["--allow-path", &a_path]);
+        let srv_b = Server::start_env(
+            &b,
+            &allow_b,
+            &[("PADDOCK_DB", &db.db()), (SOURCE_TOKEN_VAR, SOURCE_TOKEN)],
+        )
+        .await;
+        let ran = srv_b.wait_for(&id, is_final).await;
+        let auths = git.authorizations();
+        assert_eq!(
+            (
+                ran.status,
+                ran.reason.clone(),
+                store.job_owner(&id).await.unwrap().map(|o| o.host),
+                !auths.is_empty()
+                    && auths.iter().all(|h| {
+                        h.as_deref()
+                            == Some(paddock_test_support::git_http::basic(SOURCE_TOKEN).as_str())
+                    }),
+            ),
+            (JobStatus::Done, None, Some(host_of(&b).0), true),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_b.stderr()
+        );
+        nothing_lost(&store, &ran).await;
+        drop((srv_a, srv_b));
+    }
 }

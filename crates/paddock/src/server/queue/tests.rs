@@ -492,6 +492,11 @@ async fn enqueue_as_is(host: &Host, spec: &paddock_protocol::JobSpec) -> String 
 /// [`DONE`], allowing submitted specs the host's paths, the `process`
 /// rung and `refs`; passed-over jobs claimed again after `recheck`.
 fn fleet_queue(host: &Host, refs: &[&str], recheck: Duration) -> Arc<Queue> {
+    Arc::new(fleet_queue_of(host, refs).rechecking_after(recheck))
+}
+
+/// [`fleet_queue`] before its recheck is set.
+fn fleet_queue_of(host: &Host, refs: &[&str]) -> Queue {
     let rung = Arc::new(FakeRung::new(FakeEngine {
         stdout: DONE.iter().map(|s| s.to_string()).collect(),
         ..FakeEngine::default()
@@ -503,7 +508,7 @@ fn fleet_queue(host: &Host, refs: &[&str], recheck: Duration) -> Arc<Queue> {
         process: true,
         ..Submissions::default()
     };
-    let queue = Queue::new(
+    Queue::new(
         host.store.clone(),
         runner,
         Hub::default(),
@@ -511,8 +516,7 @@ fn fleet_queue(host: &Host, refs: &[&str], recheck: Duration) -> Arc<Queue> {
         Vec::new(),
         submissions,
         None,
-    );
-    Arc::new(queue.rechecking_after(recheck))
+    )
 }
 
 /// Whether a job in `status` has ended.
@@ -808,6 +812,217 @@ async fn a_claimed_auto_job_a_profile_refuses_on_the_fallback_rung_is_passed_ove
                         "claimed by host {} (jobs directory {}), job {} could not be admitted \
                          again from its stored spec: {rule}",
                         me.name, me.host, ids[1]
+                    )),
+                    Some(me.clone()),
+                    0,
+                ),
+            ],
+            Vec::<String>::new(),
+        )
+    );
+}
+
+/// A submitted spec naming what this host has not (a provider key's
+/// variable not in its environment, a scenario file not here) is
+/// accepted and stored `queued` for a server of the fleet that has it,
+/// the record as answered and as stored carrying why this server will
+/// not run it, no owner, no event; a spec wrong wherever it runs (a
+/// provider needing a key named with none, a model the price table
+/// cannot meter, a model outside its own allowlist) is refused at once,
+/// even where what it names is not here either. Before, every one was
+/// refused (422) for what this host lacked, so a front server without
+/// the workers' keys or files could not accept their jobs.
+#[tokio::test]
+async fn a_submission_this_host_cannot_run_is_queued_for_another_and_a_wrong_one_refused() {
+    let host = Host::new().await;
+    let unset = "env:PADDOCK_QUEUE_TEST_NEVER_SET";
+    let queue = fleet_queue(&host, &[unset], RECHECK_PASSED_OVER);
+    let root = host.root();
+    let openai = |key: Option<&str>| {
+        let mut spec = host.spec();
+        spec.upstream.provider = paddock_protocol::ProviderKind::Openai;
+        spec.upstream.scenario = None;
+        spec.upstream.key = key.map(|k| paddock_protocol::KeyRef::parse(k).unwrap());
+        spec
+    };
+    let mut scenario = host.spec();
+    scenario.upstream.scenario = Some(root.join("gone.toml"));
+    let mut typo = openai(Some(unset));
+    typo.engine.model = "gpt-5.5-typo".to_owned();
+    typo.upstream.allow_unpriced = false;
+    let mut unlisted = host.spec();
+    unlisted.upstream.scenario = Some(root.join("gone.toml"));
+    unlisted.engine.allowed_models = vec!["claude-*".to_owned()];
+    let specs = [openai(Some(unset)), scenario, openai(None), typo, unlisted];
+    let mut got = Vec::new();
+    for spec in &specs {
+        got.push(match queue.submit(spec, 0, None).await {
+            Ok(record) => {
+                let stored = host.store.job(&record.id).await.unwrap().unwrap();
+                let owner = host.store.job_owner(&record.id).await.unwrap();
+                let events = host.store.events(&record.id, 0).await.unwrap().len();
+                Ok((
+                    record.id.clone(),
+                    record == stored,
+                    stored.status,
+                    stored.reason,
+                    owner,
+                    events,
+                ))
+            }
+            Err(e) => Err(e.to_string()),
+        });
+    }
+    let me = host.liveness().owner;
+    let id = |n: usize| got[n].as_ref().map(|r| r.0.clone()).unwrap_or_default();
+    let not_here = |n: usize, why: String| {
+        Ok((
+            id(n),
+            true,
+            JobStatus::Queued,
+            Some(format!(
+                "not run by host {} (jobs directory {}), which cannot run job {}: {why}; it \
+                 stays queued for a server that can",
+                me.name,
+                me.host,
+                id(n)
+            )),
+            None,
+            0,
+        ))
+    };
+    let table = queue.runner.config().prices.version.to_string();
+    assert_eq!(
+        got,
+        vec![
+            not_here(
+                0,
+                format!(
+                    "upstream.key: provider key {unset}: environment variable is not set, on \
+                     this host; the server that runs the job reads the variable from its own \
+                     environment: start this server with it set for this server to run the job"
+                )
+            ),
+            not_here(
+                1,
+                format!(
+                    "upstream.scenario {}/gone.toml: cannot be read on this host (No such file \
+                     or directory (os error 2)); the server that runs the job reads it there: \
+                     put it at that path on this host for this server to run the job",
+                    root.display()
+                )
+            ),
+            Err("upstream.key: provider openai needs a key".to_owned()),
+            Err(format!(
+                "engine.model `gpt-5.5-typo` has no price in price table {table}; Paddock \
+                 refuses models it cannot meter (set upstream.allow_unpriced = true to run it \
+                 unpriced)"
+            )),
+            Err(
+                "engine.model `gpt-5.5` is not allowed by the job model allowlist \
+                 (engine.allowed_models)"
+                    .to_owned()
+            ),
+        ]
+    );
+}
+
+/// A job every server that claims it passes over waits queued for
+/// `[serve] max_passed_over_secs`, then the server passing it over fails
+/// it, naming the wait and its own last reason (the queue's clock moved
+/// on by a test's, an hour past the limit): one claimed from the queue
+/// and one this server accepted at submission for a server that never
+/// came. A model the price table cannot meter, stored by an earlier
+/// version, fails when claimed, its admission refused wherever it runs.
+/// Before, a job no server could run was passed over and looked at again
+/// every minute for ever, and an unpriced model was passed over as if
+/// another server's price table could have it.
+#[tokio::test]
+async fn a_job_passed_over_past_the_limit_fails_with_why_and_an_unpriced_one_at_once() {
+    let host = Host::new().await;
+    let skew = Arc::new(Mutex::new(Duration::ZERO));
+    let clock = {
+        let skew = Arc::clone(&skew);
+        Clock::new(move || Instant::now() + *skew.lock().unwrap())
+    };
+    let limit = Duration::from_secs(3600);
+    let queue = Arc::new(
+        fleet_queue_of(&host, &[])
+            .rechecking_after(Duration::from_millis(200))
+            .passing_over_at_most(limit)
+            .timed_by(clock),
+    );
+    let gone = host.root().join("gone.toml");
+    let mut spec = host.spec();
+    spec.upstream.scenario = Some(gone.clone());
+    let claimed = enqueue_as_is(&host, &spec).await;
+    let accepted = queue.submit(&spec, 0, None).await.unwrap().id;
+    let mut unpriced = host.spec();
+    unpriced.engine.model = "gpt-5.5-typo".to_owned();
+    unpriced.upstream.allow_unpriced = false;
+    let typo = enqueue_as_is(&host, &unpriced).await;
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let passed = settled(&host, &claimed).await;
+    // Passed over again and again within the limit: still queued.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let still = host.store.job(&claimed).await.unwrap().unwrap().status;
+    *skew.lock().unwrap() = limit + Duration::from_secs(3600);
+    let mut got = Vec::new();
+    for id in [&claimed, &accepted, &typo] {
+        let mut record = host.store.job(id).await.unwrap().unwrap();
+        for _ in 0..600 {
+            if is_final(record.status) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            record = host.store.job(id).await.unwrap().unwrap();
+        }
+        let owner = host.store.job_owner(id).await.unwrap();
+        let events = host.store.events(id, 0).await.unwrap().len();
+        got.push((record.status, record.reason, owner, events));
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let me = host.liveness().owner;
+    let why = format!(
+        "upstream.scenario {}: cannot be read on this host (No such file or directory (os error \
+         2)); the server that runs the job reads it there: put it at that path on this host \
+         for this server to run the job",
+        gone.display()
+    );
+    let too_long = |id: &str| {
+        (
+            JobStatus::Failed,
+            Some(format!(
+                "job {id} waited passed over for 3600 s, the most a job waits for a server able \
+                 to run it (`[serve] max_passed_over_secs`), and no server that claimed it ran \
+                 it; last, host {} (jobs directory {}) cannot run it: {why}",
+                me.name, me.host
+            )),
+            Some(me.clone()),
+            0,
+        )
+    };
+    let table = queue.runner.config().prices.version.to_string();
+    assert_eq!(
+        (
+            (passed.status, passed.reason.is_some(), still),
+            got,
+            host.left()
+        ),
+        (
+            (JobStatus::Queued, true, JobStatus::Queued),
+            vec![
+                too_long(&claimed),
+                too_long(&accepted),
+                (
+                    JobStatus::Failed,
+                    Some(format!(
+                        "claimed by host {} (jobs directory {}), job {typo} could not be \
+                         admitted again from its stored spec: engine.model `gpt-5.5-typo` has no \
+                         price in price table {table}; Paddock refuses models it cannot meter \
+                         (set upstream.allow_unpriced = true to run it unpriced)",
+                        me.name, me.host
                     )),
                     Some(me.clone()),
                     0,
