@@ -111,6 +111,13 @@ struct State {
 pub struct MockGitHub {
     /// The API root to configure (`results.github.api_url`).
     pub url: String,
+    /// Where its pages are: the API root's host, as Paddock holds a
+    /// forge's addresses to (`https://github.com/acme/widgets/pull/1`
+    /// is `{web}/acme/widgets/pull/1` here).
+    pub web: String,
+    /// While set, every `html_url` answered is this
+    /// ([`MockGitHub::answer_html_url`]).
+    html_url: Arc<Mutex<Option<String>>>,
     owner: String,
     repo: String,
     token: String,
@@ -145,7 +152,9 @@ impl MockGitHub {
     pub async fn start(owner: &str, repo: &str, token: &str) -> MockGitHub {
         let (listener, url) = forge_mock::bind().await;
         let mock = MockGitHub {
+            web: url.clone(),
             url,
+            html_url: Arc::default(),
             owner: owner.into(),
             repo: repo.into(),
             token: token.into(),
@@ -163,6 +172,17 @@ impl MockGitHub {
             async move { mock.answer(req).await }
         });
         mock
+    }
+
+    /// Answers `html_url` as every pull request's and comment's address
+    /// (a hostile or broken forge's); `None`: its own again.
+    pub fn answer_html_url(&self, html_url: Option<&str>) {
+        *self.html_url.lock().unwrap() = html_url.map(str::to_string);
+    }
+
+    /// The address answered for `own`, the mock's own.
+    fn html(&self, own: String) -> String {
+        self.html_url.lock().unwrap().clone().unwrap_or(own)
     }
 
     /// Every request received, in order.
@@ -499,10 +519,10 @@ impl MockGitHub {
         body: &str,
         draft: bool,
     ) -> Value {
-        let html = format!(
-            "https://github.com/{}/{}/pull/{number}",
-            self.owner, self.repo
-        );
+        let html = self.html(format!(
+            "{}/{}/{}/pull/{number}",
+            self.web, self.owner, self.repo
+        ));
         json!({
             "url": format!("{}/repos/{}/{}/pulls/{number}", self.url, self.owner, self.repo),
             "id": 1000 + number,
@@ -767,7 +787,7 @@ impl MockGitHub {
         let (number, body) = &state.comments[id - 1];
         json!({
             "id": id,
-            "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
+            "html_url": self.html(format!("{}/{}/{}/pull/{number}#issuecomment-{id}", self.web, self.owner, self.repo)),
             "issue_url": format!("{}/repos/{}/{}/issues/{number}", self.url, self.owner, self.repo),
             "body": body,
             "user": user(state.authors.get(&id).map_or("paddock-bot", String::as_str)),

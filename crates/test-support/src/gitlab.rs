@@ -150,6 +150,13 @@ struct State {
 pub struct MockGitLab {
     /// The API root to configure (`results.gitlab.api_url`).
     pub url: String,
+    /// Where its pages are: the API root's host, as Paddock holds a
+    /// forge's addresses to (`https://gitlab.example/acme/widgets/-/
+    /// merge_requests/1` is `{web}/acme/widgets/-/merge_requests/1` here).
+    pub web: String,
+    /// While set, every merge request's `web_url` is this
+    /// ([`MockGitLab::answer_web_url`]).
+    web_url: Arc<Mutex<Option<String>>>,
     /// The project as it appears in paths (`acme%2Fwidgets`).
     project: String,
     project_path: String,
@@ -175,6 +182,8 @@ impl MockGitLab {
         let (listener, root) = forge_mock::bind().await;
         let mock = MockGitLab {
             url: format!("{root}/api/v4"),
+            web: root.clone(),
+            web_url: Arc::default(),
             project: path.replace('/', "%2F"),
             project_path: path.into(),
             token: token.into(),
@@ -190,6 +199,12 @@ impl MockGitLab {
             async move { mock.answer(req) }
         });
         mock
+    }
+
+    /// Answers `web_url` as every merge request's address (a hostile or
+    /// broken forge's); `None`: its own again.
+    pub fn answer_web_url(&self, web_url: Option<&str>) {
+        *self.web_url.lock().unwrap() = web_url.map(str::to_string);
     }
 
     /// Every request received, in order.
@@ -421,7 +436,7 @@ impl MockGitLab {
             "merge_when_pipeline_succeeds": false,
             "merge_status": "checking",
             "author": {"id": user_id(&mut state, username), "username": username, "name": username},
-            "web_url": format!("https://gitlab.example/{}/-/merge_requests/{iid}", self.project_path),
+            "web_url": self.web_url.lock().unwrap().clone().unwrap_or_else(|| format!("{}/{}/-/merge_requests/{iid}", self.web, self.project_path)),
             "created_at": "2026-01-01T00:00:00.000Z",
         });
         state.merge_requests.push(mr);
@@ -574,7 +589,7 @@ impl MockGitLab {
                 json!({
                     "id": PROJECT_ID,
                     "path_with_namespace": self.project_path,
-                    "web_url": format!("https://gitlab.example/{}", self.project_path),
+                    "web_url": format!("{}/{}", self.web, self.project_path),
                 }),
             )
                 .into();
@@ -733,7 +748,7 @@ impl MockGitLab {
             "merge_when_pipeline_succeeds": false,
             "merge_status": "checking",
             "author": {"id": user_id(state, author), "username": author, "name": author},
-            "web_url": format!("https://gitlab.example/{}/-/merge_requests/{iid}", self.project_path),
+            "web_url": self.web_url.lock().unwrap().clone().unwrap_or_else(|| format!("{}/{}/-/merge_requests/{iid}", self.web, self.project_path)),
             "created_at": "2026-01-01T00:00:00.000Z",
         });
         state.merge_requests.push(mr.clone());

@@ -76,7 +76,7 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
             };
             outln!(
                 "pull request: {}{ended}",
-                paddock::terminal_text::line(&pr.url)
+                paddock::terminal_text::line(&pr.page())
             );
         }
     }

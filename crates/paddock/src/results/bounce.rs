@@ -265,7 +265,7 @@ pub async fn attempts_after(
     // own (the closed one is never reopened: a reviewer closed it).
     let (ended, closed) = match found
         .map_err(review_err)?
-        .and_then(|pr| pr.ended.map(|how| (pr.url, how)))
+        .and_then(|pr| pr.ended.clone().map(|how| (pr.page(), how)))
     {
         Some((url, how)) if how == "merged" => (
             Some(format!("its pull request {url} was {how} on the forge")),

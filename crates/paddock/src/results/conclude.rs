@@ -1056,7 +1056,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 }
             };
             if let Some(how) = &pr.ended {
-                ended_note = Some(ended_pull_request(&pr.url, how, input.record));
+                ended_note = Some(ended_pull_request(&pr.page(), how, input.record));
             }
             pull_request = Some(pr);
         }
@@ -1068,7 +1068,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                      branch not pushed again)"
                 ),
             };
-            links.push((label, pr.url.clone()));
+            links.push((label, pr.page()));
         }
         let closeout = render(input.record, &links);
         let posted = forge
@@ -1108,6 +1108,10 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     out.warnings.extend(ended_note);
     match proposed {
         Ok((pr, posted, closeout)) => {
+            // The forge's addresses not kept (`forge_url.rs`), said once.
+            let refused = pr.as_ref().and_then(|pr| pr.refused_url.clone());
+            out.warnings
+                .extend(refused.into_iter().chain(posted.refused_url));
             out.pull_request = pr;
             out.closeout_url = posted.url;
             out.warnings.extend(posted.warning);

@@ -137,14 +137,14 @@ pub async fn check(
             None => e.to_string(),
             Some(warning) => format!("{e}; {warning}"),
         }),
-        Ok(Some(pr)) => match pr.ended {
+        Ok(Some(pr)) => match pr.ended.clone() {
             None => Check::Go,
             Some(how) => Check::Refused(format!(
                 "the pull request {} for {branch} (attempt {} of ticket {}, the earlier job {}) \
                  was {how} on the forge: a run of the same attempt would push nothing and only \
                  put a closeout on it, so this one is refused before it starts. Run the ticket's \
                  next attempt, on a branch of its own: `paddock run SPEC --attempt-after {}`",
-                pr.url,
+                pr.page(),
                 spec.attempt(),
                 spec.ticket.id,
                 last.id,

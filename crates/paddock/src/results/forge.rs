@@ -121,8 +121,15 @@ pub struct PullRequestDraft {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PullRequest {
     pub number: u64,
-    /// Its page (a file for the outbox).
-    pub url: String,
+    /// Its page (a file for the outbox); `None` when the address the
+    /// forge answered was not one to keep (`forge_url.rs`; `refused_url`
+    /// says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Why the forge's address for it was not kept, a warning for the
+    /// job; never recorded.
+    #[serde(skip)]
+    pub refused_url: Option<String>,
     /// Opened now (else an open one for the branch was updated).
     pub created: bool,
     /// `merged` or `closed`: the branch's pull request was ended on the
@@ -145,6 +152,17 @@ pub struct PullRequest {
     pub author: Option<String>,
 }
 
+impl PullRequest {
+    /// How it is named to a person: its page, else its number (the
+    /// address the forge answered was not kept).
+    pub fn page(&self) -> String {
+        match &self.url {
+            Some(url) => url.clone(),
+            None => format!("number {} (its address not kept)", self.number),
+        }
+    }
+}
+
 /// Where a closeout was posted or written, and what the forge says of
 /// it that the job should hear (a warning event of its publish).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -159,6 +177,9 @@ pub struct Posted {
     /// and deleted their account after; they cannot be told apart, so
     /// none is edited and a new closeout is posted.
     pub warning: Option<String>,
+    /// Why the address the forge answered for it was not kept
+    /// (`forge_url.rs`): a warning for the job, and `url` is `None`.
+    pub refused_url: Option<String>,
 }
 
 impl Posted {
@@ -166,7 +187,7 @@ impl Posted {
     pub fn at(url: String) -> Self {
         Posted {
             url: Some(url),
-            warning: None,
+            ..Posted::default()
         }
     }
 }

@@ -171,6 +171,10 @@ pub(super) struct ForgeHttp {
     http: reqwest::Client,
     /// The API root, without a trailing `/`.
     pub api: String,
+    /// Where the forge's web pages are, told from the API root: every
+    /// address it answers is held to it ([`ForgeHttp::held_url`]);
+    /// boxed: a client is carried in larger values.
+    web: Option<Box<super::forge_url::WebOrigin>>,
     /// How long one request waits, at most, for a rate limit
     /// ([`RATE_LIMIT_WAIT_ENV`]), in seconds; `None`: never (a client
     /// [`ForgeHttp::without_waiting`]).
@@ -195,6 +199,7 @@ impl ForgeHttp {
             forge,
             http,
             api: api.trim_end_matches('/').to_string(),
+            web: super::forge_url::web_origin(api).map(Box::new),
             max_wait: Some(rate_limit_wait_bound()),
         })
     }
@@ -207,6 +212,16 @@ impl ForgeHttp {
         ForgeHttp {
             max_wait: None,
             ..self
+        }
+    }
+
+    /// `raw`, the address the forge answered for `what`, held to
+    /// [`super::forge_url::held`]: the address when it is kept, else why
+    /// not (a warning for the job).
+    pub fn held_url(&self, what: &str, raw: &str) -> (Option<String>, Option<String>) {
+        match super::forge_url::held(self.forge, what, raw, self.web.as_deref()) {
+            Ok(url) => (Some(url), None),
+            Err(why) => (None, Some(why)),
         }
     }
 

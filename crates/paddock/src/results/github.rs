@@ -601,6 +601,17 @@ impl GitHub {
         Ok(bot.id)
     }
 
+    /// The closeout comment posted at `raw`, the address GitHub answered,
+    /// held as every address it answers is (`forge_url.rs`).
+    fn posted_at(&self, raw: &str) -> Posted {
+        let (url, refused_url) = self.http.held_url("the closeout comment", raw);
+        Posted {
+            url,
+            warning: None,
+            refused_url,
+        }
+    }
+
     /// Records `comment` as the job's closeout on pull request `number`,
     /// for the next publish to edit; a record that cannot be written
     /// leaves the one before it (naming the comment or its poster).
@@ -639,9 +650,11 @@ impl Forge for GitHub {
                 (_, Some(_)) => Some("merged".to_string()),
                 (_, None) => Some("closed".to_string()),
             };
+            let (url, refused_url) = self.http.held_url("the pull request", &pull.html_url);
             PullRequest {
                 number: pull.number,
-                url: pull.html_url,
+                url,
+                refused_url,
                 created: false,
                 ended,
                 draft: pull.draft,
@@ -697,9 +710,11 @@ impl Forge for GitHub {
                 .call("label the pull request", Method::POST, &path, json(&labels))
                 .await?;
         }
+        let (url, refused_url) = self.http.held_url("the pull request", &pull.html_url);
         Ok(PullRequest {
             number: pull.number,
-            url: pull.html_url,
+            url,
+            refused_url,
             created,
             ended: None,
             draft: pull.draft,
@@ -743,7 +758,7 @@ impl Forge for GitHub {
                 match edited {
                     Ok(comment) => {
                         self.record_closeout(pr.number, &comment);
-                        return Ok(Posted::at(comment.html_url));
+                        return Ok(self.posted_at(&comment.html_url));
                     }
                     // Deleted since it was found (a reviewer deleted the
                     // closeout): a new one is posted below.
@@ -762,6 +777,7 @@ impl Forge for GitHub {
             )
             .await?;
         self.record_closeout(pr.number, &comment);
+        let posted = self.posted_at(&comment.html_url);
         Ok(Posted {
             warning: (!left.is_empty()).then(|| {
                 super::found_closeout::left_beside(
@@ -769,10 +785,10 @@ impl Forge for GitHub {
                     "GitHub's ghost account",
                     "comment",
                     &left,
-                    &comment.html_url,
+                    posted.url.as_deref().unwrap_or("(its address not kept)"),
                 )
             }),
-            url: Some(comment.html_url),
+            ..posted
         })
     }
 

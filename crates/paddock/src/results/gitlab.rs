@@ -553,6 +553,17 @@ fn titled(title: &str, draft: bool) -> String {
     }
 }
 
+/// The closeout note `id` on merge request `mr`: its page is the merge
+/// request's, held when it was read (`forge_url.rs`), and the note's
+/// number; none when the merge request's address was not kept (its
+/// warning said why).
+fn note_posted(mr: &PullRequest, id: u64) -> Posted {
+    Posted {
+        url: mr.url.as_ref().map(|url| format!("{url}#note_{id}")),
+        ..Posted::default()
+    }
+}
+
 #[async_trait]
 impl Forge for GitLab {
     fn name(&self) -> &'static str {
@@ -569,13 +580,17 @@ impl Forge for GitLab {
         Ok(self
             .merge_request_for(branch, base, "all")
             .await?
-            .map(|mr| PullRequest {
-                number: mr.iid,
-                url: mr.web_url,
-                created: false,
-                ended: (mr.state != "opened").then_some(mr.state),
-                draft: mr.draft,
-                author: opener(mr.author),
+            .map(|mr| {
+                let (url, refused_url) = self.http.held_url("the merge request", &mr.web_url);
+                PullRequest {
+                    number: mr.iid,
+                    url,
+                    refused_url,
+                    created: false,
+                    ended: (mr.state != "opened").then_some(mr.state),
+                    draft: mr.draft,
+                    author: opener(mr.author),
+                }
             }))
     }
 
@@ -623,9 +638,11 @@ impl Forge for GitLab {
                 (mr, true)
             }
         };
+        let (url, refused_url) = self.http.held_url("the merge request", &mr.web_url);
         Ok(PullRequest {
             number: mr.iid,
-            url: mr.web_url,
+            url,
+            refused_url,
             created,
             ended: None,
             draft: mr.draft,
@@ -671,7 +688,7 @@ impl Forge for GitLab {
                 match edited {
                     Ok((note, _)) => {
                         self.record_closeout(mr.number, &note);
-                        return Ok(Posted::at(format!("{}#note_{}", mr.url, note.id)));
+                        return Ok(note_posted(mr, note.id));
                     }
                     // Deleted since it was found (a reviewer deleted the
                     // closeout): a new one is posted below.
@@ -690,7 +707,7 @@ impl Forge for GitLab {
             )
             .await?;
         self.record_closeout(mr.number, &note);
-        let url = format!("{}#note_{}", mr.url, note.id);
+        let posted = note_posted(mr, note.id);
         Ok(Posted {
             warning: (!left.is_empty()).then(|| {
                 super::found_closeout::left_beside(
@@ -698,10 +715,10 @@ impl Forge for GitLab {
                     "GitLab's ghost user",
                     "note",
                     &left,
-                    &url,
+                    posted.url.as_deref().unwrap_or("(its address not kept)"),
                 )
             }),
-            url: Some(url),
+            ..posted
         })
     }
 

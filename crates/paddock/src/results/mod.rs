@@ -26,6 +26,7 @@ pub mod ended_pull;
 pub mod forge;
 pub mod forge_answer;
 pub mod forge_http;
+pub mod forge_url;
 pub mod found_closeout;
 pub mod github;
 pub mod github_app;

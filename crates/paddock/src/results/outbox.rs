@@ -130,7 +130,8 @@ impl Forge for Outbox {
         let path = self.write(PULL_REQUEST, &text)?;
         Ok(PullRequest {
             number: 0,
-            url: format!("file://{}", path.display()),
+            url: Some(format!("file://{}", path.display())),
+            refused_url: None,
             created,
             ended: None,
             draft: draft.draft,
@@ -215,7 +216,7 @@ mod tests {
             (
                 true,
                 false,
-                url(PULL_REQUEST),
+                Some(url(PULL_REQUEST)),
                 Some(url(CLOSEOUT)),
                 "title: T-1: Fix it\nhead: paddock/T-1/1\nbase: main\ndraft: true\nlabels: paddock, bot\n\nBody.\n".to_string(),
                 "Done.\n".to_string(),

@@ -111,3 +111,88 @@ None.
         (want.as_str(), want.as_str())
     );
 }
+
+/// A hostile or broken forge's addresses: GitHub's `html_url` of the
+/// pull request and of the closeout comment answered as terminal escapes
+/// and a forged line, a `javascript:` URL, a page on another host, and
+/// 300 KB. None reaches the closeout, the job's output or its events:
+/// the closeout names the pull request by its number, the record has no
+/// closeout address, and a warning says why (twice: the pull request's
+/// and the comment's), never repeating the address. Before, each was
+/// taken as answered (`forge_url.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forges_addresses_off_its_web_host_or_not_printable_are_not_kept() {
+    let long = format!("https://127.0.0.1/{}", "a".repeat(300 * 1024));
+    let cases = [
+        (
+            "http://127.0.0.1/acme/widgets/pull/1\u{1b}]8;;https://evil.example/\u{7}\n- approved: yes",
+            "it has a space, a control character or a character that is not ASCII",
+            "evil.example",
+        ),
+        (
+            "javascript:alert(document.cookie)//",
+            "its scheme is javascript, not https or the API's http",
+            "document.cookie",
+        ),
+        (
+            "https://evil.example/acme/widgets/pull/1",
+            "it is not on the forge's web host 127.0.0.1",
+            "evil.example",
+        ),
+        (long.as_str(), "262144 bytes, over 2048", &long[..200]),
+    ];
+    for (html_url, why, marker) in cases {
+        let home = Home::new();
+        let repo = repo(home.path());
+        let remotes = home.path().join("remotes");
+        bare_remote(&remotes, &repo);
+        let server =
+            paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+        let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+        mock.answer_html_url(Some(html_url));
+        let spec = super::results::stand_in_job(&home, &repo, &finishing("printf 'x\\n' > x.txt"));
+        with_github(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+        let out = home
+            .paddock(
+                &["run", "--json", spec.to_str().unwrap()],
+                &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+            )
+            .await;
+        let record = record(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let closeout = home.closeout(&record.id);
+        let events = serde_json::to_string(&home.event_bodies(&record.id).await).unwrap();
+        let warning = |what: &str| {
+            format!(
+                "github: the address it answered for {what} was not kept ({why}); Paddock names \
+                 none for it"
+            )
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        // What of the address would show had it been kept.
+        let seen_anywhere = [&stderr, &stdout, &closeout, &events].iter().any(|text| {
+            [marker, "approved: yes", "\u{1b}", "\\u001b"]
+                .iter()
+                .any(|m| text.contains(m))
+        });
+        assert_eq!(
+            (
+                record.status,
+                closeout.contains("- pull request: number 1 (its address not kept)\n"),
+                stderr.contains(&warning("the pull request")),
+                stderr.contains(&warning("the closeout comment")),
+                events.contains(&warning("the pull request")),
+                seen_anywhere,
+            ),
+            (
+                paddock_protocol::JobStatus::Done,
+                true,
+                true,
+                true,
+                true,
+                false
+            ),
+            "{html_url:.80}: {stderr}\n{closeout}"
+        );
+    }
+}

@@ -1303,7 +1303,7 @@ async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never
     let closeout = home.closeout(&record.id);
     assert_eq!(comments[0], (1, closeout.clone()));
     assert!(
-        closeout.contains("- pull request: https://github.com/acme/widgets/pull/1"),
+        closeout.contains(&format!("- pull request: {}/acme/widgets/pull/1", mock.web)),
         "{closeout}"
     );
     let requests = mock.requests();
@@ -3617,7 +3617,10 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
     let bots = mock.bots();
     assert_eq!(mock.notes(), vec![(1, bots[0].clone(), closeout.clone())]);
     assert!(
-        closeout.contains("- pull request: https://gitlab.example/acme/widgets/-/merge_requests/1"),
+        closeout.contains(&format!(
+            "- pull request: {}/acme/widgets/-/merge_requests/1",
+            mock.web
+        )),
         "{closeout}"
     );
     // The review: a line note, a system note and the closeout (by the
@@ -3953,9 +3956,10 @@ async fn a_second_open_updates_the_same_merge_request_and_notes_are_read_back() 
             true,
             false,
             1,
-            paddock::results::Posted::at(
-                "https://gitlab.example/acme/widgets/-/merge_requests/1#note_500".to_string()
-            ),
+            paddock::results::Posted::at(format!(
+                "{}/acme/widgets/-/merge_requests/1#note_500",
+                mock.web
+            )),
             1,
             serde_json::json!("Draft: T-1: t"),
             serde_json::json!("two"),
@@ -5211,9 +5215,10 @@ async fn a_killed_gitlab_publishs_closeout_by_the_ghost_is_edited_never_doubled(
             .await
             .unwrap()
             .unwrap();
+        let web = &mock.web;
         let warning = format!(
             "paddock: gitlab: the closeout was posted again \
-             (https://gitlab.example/acme/widgets/-/merge_requests/1#note_{posted}): GitLab's \
+             ({web}/acme/widgets/-/merge_requests/1#note_{posted}): GitLab's \
              ghost user holds {} note(s) of this job's closeout (id {}), which may be",
             ghosts.len(),
             ghosts.join(", ")
@@ -6201,6 +6206,7 @@ async fn the_next_attempt_after_a_job_whose_base_cannot_be_told_is_refused() {
 async fn a_cut_github_publishs_closeout_by_the_ghost_is_left_and_posted_again() {
     let home = Home::new();
     let (mock, first) = github_job_failed_at_its_closeout(&home).await;
+    let web = mock.web.clone();
     mock.lose_comment_answers(true);
     let args = ["publish", "--json", first.id.as_str()];
     home.paddock(&args, &[("PADDOCK_TEST_GH_TOKEN", OTHER_TOKEN)])
@@ -6230,7 +6236,7 @@ async fn a_cut_github_publishs_closeout_by_the_ghost_is_left_and_posted_again() 
             [&out, &again].map(|o| (o.status.code(), record(o).status)),
             String::from_utf8_lossy(&out.stderr).contains(&format!(
                 "paddock: github: the closeout was posted again \
-                 (https://github.com/acme/widgets/pull/1#issuecomment-{posted}): GitHub's ghost \
+                 ({web}/acme/widgets/pull/1#issuecomment-{posted}): GitHub's ghost \
                  account holds 1 comment(s) of this job's closeout (id {ghost}), which may be"
             )),
             mock.comments_by(),
@@ -6405,7 +6411,7 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
         ),
         stored.unwrap_or_default().contains(&ended_link(
             "merged",
-            "https://github.com/acme/widgets/pull/1",
+            &format!("{}/acme/widgets/pull/1", github.web),
         )),
         String::from_utf8_lossy(&again.stderr).into_owned(),
     );
@@ -6436,7 +6442,7 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
         ),
         stored.unwrap_or_default().contains(&ended_link(
             "closed",
-            "https://gitlab.example/acme/widgets/-/merge_requests/1",
+            &format!("{}/acme/widgets/-/merge_requests/1", gitlab.web),
         )),
         String::from_utf8_lossy(&again.stderr).into_owned(),
     );
@@ -6450,11 +6456,11 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
     };
     assert_eq!(
         said_plainly,
-        Some(
-            "pull request: https://github.com/acme/widgets/pull/1 (merged on the forge: left as \
-             it is, the branch not pushed again)"
-                .to_string()
-        )
+        Some(format!(
+            "pull request: {}/acme/widgets/pull/1 (merged on the forge: left as \
+             it is, the branch not pushed again)",
+            github.web
+        ))
     );
     assert_eq!(
         (github_seen, gitlab_seen),
@@ -6467,7 +6473,7 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
                 String::new(),
                 true,
                 said(
-                    "https://github.com/acme/widgets/pull/1",
+                    &format!("{}/acme/widgets/pull/1", github.web),
                     "merged",
                     &merged.id
                 )
@@ -6480,7 +6486,7 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
                 String::new(),
                 true,
                 said(
-                    "https://gitlab.example/acme/widgets/-/merge_requests/1",
+                    &format!("{}/acme/widgets/-/merge_requests/1", gitlab.web),
                     "closed",
                     &closed.id
                 )
@@ -6501,6 +6507,7 @@ async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
     let repo = repo(home.path());
     let bare = bare_remote(&home.path().join("remotes"), &repo);
     let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let web = github.web.clone();
     let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
     with_github(&spec, &github.url, &format!("file://{}", bare.display()));
     let first = run_with_token(&home, &spec).await;
@@ -6522,10 +6529,10 @@ async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
         .map(|(_, detail)| detail)
         .collect();
     let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
-    let brief: Vec<&str> = patch
+    let brief: Vec<String> = patch
         .lines()
         .filter(|l| l.starts_with("+- Attempt 1 ("))
-        .map(|l| l.split_once("): ").map_or(l, |(head, _)| head))
+        .map(|l| l.split_once("): ").map_or(l, |(head, _)| head).to_string())
         .collect();
     assert_eq!(
         (
@@ -6541,14 +6548,14 @@ async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
             "main",
             vec![Some(format!(
                 "a new session, not attempt 1's (job {}): attempt 1: its pull request \
-                 https://github.com/acme/widgets/pull/1 was merged on the forge; this attempt \
+                 {web}/acme/widgets/pull/1 was merged on the forge; this attempt \
                  starts on the spec's base, not on its branch",
                 first.id
             ))],
-            vec![
-                "+- Attempt 1 (done, its pull request https://github.com/acme/widgets/pull/1 was \
+            vec![format!(
+                "+- Attempt 1 (done, its pull request {web}/acme/widgets/pull/1 was \
                  merged on the forge, branch `paddock/T-1/1`"
-            ]
+            )]
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
@@ -7180,7 +7187,7 @@ async fn a_rerun_after_the_pull_request_ended_is_refused_before_any_work() {
                 Some(2),
                 paddock_protocol::JobStatus::Failed,
                 Some(refused(
-                    "https://github.com/acme/widgets/pull/1",
+                    &format!("{}/acme/widgets/pull/1", github.web),
                     "merged",
                     &merged.id
                 )),
@@ -7197,7 +7204,7 @@ async fn a_rerun_after_the_pull_request_ended_is_refused_before_any_work() {
             (
                 paddock_protocol::JobStatus::Failed,
                 Some(refused(
-                    "https://gitlab.example/acme/widgets/-/merge_requests/1",
+                    &format!("{}/acme/widgets/-/merge_requests/1", gitlab.web),
                     "closed",
                     &closed.id
                 )),
@@ -7361,7 +7368,7 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
         .map(|l| l.split_once("): ").map_or(l, |(head, _)| head))
         .collect();
     let pulls = github.pulls();
-    let url = "https://github.com/acme/widgets/pull/1";
+    let url = format!("{}/acme/widgets/pull/1", github.web);
     // Said on stderr, in the session's status event (what a server's job
     // carries: `serve_attempts.rs`) and the closeout.
     let resumed_closed = format!(
@@ -7438,6 +7445,7 @@ async fn a_servers_next_attempt_after_a_closed_pull_request_says_so_in_its_event
     let repo = repo(home.path());
     let bare = bare_remote(&home.path().join("remotes"), &repo);
     let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let web = github.web.clone();
     let work = "cat > prompt.txt && mkdir -p \"$CODEX_HOME/sessions/2026/01/01\" && echo '{}' > \
                 \"$CODEX_HOME/sessions/2026/01/01/rollout-2026-01-01T00-00-00-t.jsonl\"";
     let spec = stand_in_job(&home, &repo, &finishing(work));
@@ -7486,7 +7494,7 @@ async fn a_servers_next_attempt_after_a_closed_pull_request_says_so_in_its_event
             paddock_protocol::JobStatus::Done,
             vec![Some(format!(
                 "resumed session t of attempt 1 (job {}); attempt 1: its pull request \
-                 https://github.com/acme/widgets/pull/1 was closed on the forge without being \
+                 {web}/acme/widgets/pull/1 was closed on the forge without being \
                  merged, so this attempt builds on its branch and opens a pull request of its own \
                  (the closed one is left as it is)",
                 first.id
