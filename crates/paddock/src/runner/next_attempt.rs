@@ -62,20 +62,34 @@ impl Runner {
     /// request closed without a merge is in its continuation: the attempt
     /// builds on that branch, on a pull request of its own).
     pub async fn admit_after(&self, spec: &JobSpec, prior: &str) -> Result<Admitted, AfterError> {
+        let (spec, follows) = self.prior_attempts(spec, prior).await?;
+        let mut admitted = self.admit(&spec).await?;
+        self.follow_stored(&mut admitted, &follows).await?;
+        Ok(admitted)
+    }
+
+    /// `spec` as the next attempt after job `prior` (its exact id): its
+    /// `ticket.prior_attempts` filled from the store and the forge, and
+    /// the prior it follows as a queue stores it. [`Runner::admit_after`]
+    /// admits it; a server's submission this host cannot run stores it so
+    /// for the server that claims it ([`Runner::follow_stored`] there).
+    pub async fn prior_attempts(
+        &self,
+        spec: &JobSpec,
+        prior: &str,
+    ) -> Result<(JobSpec, Follows), AfterError> {
         let paths = &self.config.paths;
         let after =
             bounce::attempts_after(&*self.store, prior, spec, &paths.artifacts, &paths.jobs)
                 .await?;
         let mut spec = spec.clone();
         spec.ticket.prior_attempts = after.attempts;
-        let mut admitted = self.admit(&spec).await?;
         let follows = Follows {
             job: prior.to_string(),
             ended: after.ended,
             closed: after.closed,
         };
-        self.follow_stored(&mut admitted, &follows).await?;
-        Ok(admitted)
+        Ok((spec, follows))
     }
 
     /// Makes `admitted` follow the prior job `follows` names, as recorded

@@ -444,9 +444,25 @@ impl Queue {
         let admitted = match after {
             None => match self.admit_or_not_here(spec).await? {
                 Ok(admitted) => admitted,
-                Err(cannot) => return self.queue_for_another(spec, priority, cannot).await,
+                Err(cannot) => return self.queue_for_another(spec, priority, None, cannot).await,
             },
-            Some(prior) => self.runner.admit_after(spec, prior).await?,
+            // The prior attempts read here (the store and the forge are
+            // the fleet's); the prior's session and branch followed by the
+            // server that admits it, this one or the one that claims it.
+            Some(prior) => {
+                let (spec, follows) = self.runner.prior_attempts(spec, prior).await?;
+                match self.admit_or_not_here(&spec).await? {
+                    Ok(mut admitted) => {
+                        self.runner.follow_stored(&mut admitted, &follows).await?;
+                        admitted
+                    }
+                    Err(cannot) => {
+                        return self
+                            .queue_for_another(&spec, priority, Some(&follows), cannot)
+                            .await
+                    }
+                }
+            }
         };
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
             let record = admitted.record(JobStatus::Held);
@@ -499,7 +515,8 @@ impl Queue {
         }
     }
 
-    /// Stores submitted `spec`, which this host cannot run (`cannot`),
+    /// Stores submitted `spec` (the next attempt after the prior job it
+    /// `follows`, when it is one), which this host cannot run (`cannot`),
     /// for a server of the fleet that can: gated on its budget by its
     /// spec as submitted (`held`), else `queued` with `priority` and the
     /// reason a server passing it over gives, which the 202 answer
@@ -511,6 +528,7 @@ impl Queue {
         &self,
         spec: &JobSpec,
         priority: i64,
+        follows: Option<&crate::store::Follows>,
         cannot: NotHere,
     ) -> Result<JobRecord, SubmitError> {
         let id = crate::job_ref::new_id();
@@ -520,7 +538,7 @@ impl Queue {
         if let Some(message) = self.runner.budget_hold_spec(spec, &id).await? {
             record.status = JobStatus::Held;
             return Ok(self
-                .hold(record, &spec_json, None, message, priority)
+                .hold(record, &spec_json, follows, message, priority)
                 .await?);
         }
         let me = &self.runner.config().liveness.owner;
@@ -537,7 +555,7 @@ impl Queue {
         );
         if let Err(e) = self
             .store
-            .enqueue_job(&record, &spec_json, priority, None)
+            .enqueue_job(&record, &spec_json, priority, follows)
             .await
         {
             locked(&self.refused).remove(&id);

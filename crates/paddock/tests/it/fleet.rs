@@ -18,7 +18,7 @@
 //! server that has it; a job whose source token only a worker server's
 //! environment holds is accepted by a front server without it (202, the
 //! answer saying why the front server will not run it) and run by the
-//! worker.
+//! worker, and so is its next attempt.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -1514,9 +1514,11 @@ const SOURCE_TOKEN: &str = "pdk_fleetSourceToken_0123456789";
 /// A's API keep it until a server claims it, is `queued` with A's reason
 /// for not running it (the variable not set on this host, what to fix),
 /// no owner, no event; B, started then, claims it and runs it to `done`,
-/// fetching the source with its token, the reason gone, nothing lost. On
-/// SQLite and PostgreSQL. Before, A refused it (422) for the variable it
-/// did not have, though B would have run it.
+/// fetching the source with its token, the reason gone, nothing lost. Its
+/// next attempt (`?attempt_after=`) submitted to A is accepted the same
+/// way, the prior it follows stored with it, and B runs it as attempt 2.
+/// On SQLite and PostgreSQL. Before, A refused both (422) for the
+/// variable it did not have, though B would have run them.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -1594,6 +1596,50 @@ async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs()
             srv_b.stderr()
         );
         nothing_lost(&store, &ran).await;
+        // Its next attempt, submitted to A too: accepted for B with the
+        // prior it follows stored, and run by B as attempt 2.
+        let next = srv_a
+            .client
+            .clone()
+            .post(srv_a.url("/v1/jobs"))
+            .query(&[("attempt_after", id.as_str())])
+            .header("content-type", "application/json")
+            .body(job.to_string())
+            .send()
+            .await
+            .unwrap();
+        let next_status = next.status().as_u16();
+        let next = body::<JobRecord>(next).await;
+        let follows = store.job_follows(&next.id).await.unwrap();
+        let ran_next = srv_b.wait_for(&next.id, is_final).await;
+        assert_eq!(
+            (
+                next_status,
+                next.status,
+                next.reason.as_deref().map(|r| r.starts_with(&format!(
+                    "not run by host {a_name} (jobs directory {a_host}), which cannot run job {}: \
+                     repository.token: ",
+                    next.id
+                ))),
+                follows,
+                (ran_next.status, ran_next.reason.clone(), ran_next.attempt),
+            ),
+            (
+                202,
+                JobStatus::Queued,
+                Some(true),
+                Some(paddock::store::Follows {
+                    job: id.clone(),
+                    ended: None,
+                    closed: None,
+                }),
+                (JobStatus::Done, None, 2),
+            ),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_b.stderr()
+        );
+        nothing_lost(&store, &ran_next).await;
         drop((srv_a, srv_b));
     }
 }
