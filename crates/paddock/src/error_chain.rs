@@ -6,10 +6,19 @@
 //! a `#[from]` error, an SDK error repeating its cause) and also return it
 //! as `source()`, so a plain walk of the sources (or anyhow's `{:#}`) says
 //! it twice (`No such file or directory (os error 2): No such file or
-//! directory (os error 2)`): a cause whose text the line already holds is
-//! skipped, and so is an empty one (no `: ` for it). The one place this is done. A leaf
+//! directory (os error 2)`): a cause the line already says is skipped, and
+//! so is an empty one (no `: ` for it). Already said means the line ends
+//! with the cause's text, holds it as one of its `: ` parts, or holds it
+//! anywhere when it is long enough ([`SAID_ANYWHERE`]) not to be a word the
+//! line uses for something else: a short cause (`timed out`, `denied`)
+//! inside a longer phrase is still said. The one place this is done. A leaf
 //! module (it imports nothing of the crate), so that the store, below the
 //! runner, can say its errors as the runner does.
+
+/// The length from which a cause found anywhere in the line counts as
+/// said: a whole OS error (`No such file or directory (os error 2)`) or an
+/// inner error's message, never a word or two.
+const SAID_ANYWHERE: usize = 24;
 
 /// `e` and each of its causes, joined by `: `, each said once.
 pub fn chain(e: &dyn std::error::Error) -> String {
@@ -24,7 +33,7 @@ pub fn with_causes(
 ) -> String {
     while let Some(s) = cause {
         let text = s.to_string();
-        if !text.is_empty() && !out.contains(&text) {
+        if !text.is_empty() && !said(&out, &text) {
             if !out.is_empty() {
                 out.push_str(": ");
             }
@@ -33,6 +42,13 @@ pub fn with_causes(
         cause = s.source();
     }
     out
+}
+
+/// Whether `line` already says `cause` (see the module's paragraph).
+fn said(line: &str, cause: &str) -> bool {
+    line.ends_with(cause)
+        || line.split(": ").any(|part| part == cause)
+        || (cause.chars().count() >= SAID_ANYWHERE && line.contains(cause))
 }
 
 #[cfg(test)]
@@ -89,6 +105,47 @@ mod tests {
             chain(&Outer::from(read())),
             format!("cannot read /x: {}", not_found())
         );
+    }
+
+    /// A wrapper whose message holds its cause in the middle.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{source} (while reading {path})")]
+    struct Amid {
+        path: String,
+        source: std::io::Error,
+    }
+
+    /// An error whose message uses its short cause's words for something
+    /// else.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the upstream timed out once and was asked again")]
+    struct Retried(#[source] Short);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("timed out")]
+    struct Short;
+
+    #[test]
+    fn a_long_cause_amid_the_message_is_said_once_and_a_short_one_again() {
+        let amid = Amid {
+            path: "/x".to_owned(),
+            source: std::io::Error::from_raw_os_error(2),
+        };
+        assert_eq!(
+            chain(&amid),
+            "No such file or directory (os error 2) (while reading /x)"
+        );
+        // `timed out` is in the message as part of another phrase: the
+        // cause is still said.
+        assert_eq!(
+            chain(&Retried(Short)),
+            "the upstream timed out once and was asked again: timed out"
+        );
+        // A short cause that is one of the line's parts is said already.
+        let e = anyhow::Error::new(Short)
+            .context("timed out")
+            .context("fetch");
+        assert_eq!(chain(e.as_ref()), "fetch: timed out");
     }
 
     #[test]
