@@ -1,8 +1,10 @@
 //! `paddock serve`: the HTTP runtime (docs/serve.md, docs/api.md) on the
-//! same store and the same `Runner` as `paddock run`. What earlier
-//! processes left behind when they died is reaped first (as `run` and
-//! `gc` do), so jobs a killed server was running end `failed` and what
-//! it had queued runs. SIGTERM or Ctrl-C drains and stops.
+//! same store and the same `Runner` as `paddock run`. Its address is
+//! bound first (one it cannot listen on is said before anything else is
+//! done); then what earlier processes left behind when they died is
+//! reaped (as `run` and `gc` do), so jobs a killed server was running end
+//! `failed` and what it had queued runs. SIGTERM or Ctrl-C drains and
+//! stops.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -221,6 +223,14 @@ pub async fn exec(
         None => None,
     };
     let config = ServeConfig::resolve_with_profile(&flags, &defaults.serve, profile_cap);
+    // Bound before anything is reaped or started: an address it cannot
+    // listen on (a port in use: another server, perhaps this one's twin
+    // started by mistake) is said at once, before a pass that may take
+    // seconds and would report (and settle) leftovers for a server that
+    // never serves. Connections made meanwhile wait in the backlog.
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| Failure::BadInput(bind_failed(config.listen, listen_from, e)))?;
     // A mistyped allowed directory refuses every spec naming files there
     // (422, "outside the directories a submitted spec may name"): said
     // at start. Not an error: it may be mounted later.
@@ -278,9 +288,6 @@ pub async fn exec(
         },
     )
     .capping_caches(defaults.caches.max_bytes());
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| Failure::BadInput(bind_failed(config.listen, listen_from, e)))?;
     let addr = listener.local_addr().context("read the bound address")?;
     let shutdown = stop_signals().context("listen for SIGTERM and Ctrl-C")?;
     errln!("paddock: serving on http://{addr}");

@@ -178,6 +178,56 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
     alive.wait().await.unwrap();
 }
 
+/// A `paddock serve` that cannot listen on its address says so and
+/// nothing else: a killed run's job is left for the next pass, where before
+/// the server reaped it (and said so) and only then found its port taken.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_cannot_bind_reaps_nothing() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "slow", CALLS_EDITS_AND_WAITS);
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let out = home
+        .paddock(&["serve", "--listen", &addr.to_string()], &[])
+        .await;
+    let port = addr.port();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            format!(
+                "paddock: listen on {addr} (--listen): Address already in use (os error 98): \
+                 another process (another `paddock serve`?) listens on port {port} already: \
+                 stop it, or give another address with --listen ADDR or [serve] listen in the \
+                 config file (port 0 picks a free one)\n"
+            )
+        )
+    );
+    let store = home.store().await;
+    assert_eq!(
+        store.job(&crashed).await.unwrap().unwrap().status,
+        JobStatus::Running
+    );
+    assert!(home.jobs().join(&crashed).is_dir());
+
+    // The next pass reaps it.
+    let gc = home.paddock(&["gc"], &[]).await;
+    assert_eq!(gc.status.code(), Some(0));
+    assert_eq!(
+        store.job(&crashed).await.unwrap().unwrap().status,
+        JobStatus::Failed
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
 /// A stand-in Codex that makes one model call through its broker (as the
 /// real one would, from its config), edits the checkout, says it started,
 /// and then waits (giving up on its own after 20 s).
