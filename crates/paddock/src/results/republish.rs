@@ -3,7 +3,9 @@
 //! and the artifacts), without its workspace: after a forge outage or a
 //! rejected push, once the cause is fixed. A job that failed only because
 //! publishing failed becomes `done` when publishing succeeds; a failure
-//! again records the new message. A `done` job whose publish again fails
+//! again records the new message as its reason, and is a non-fatal
+//! `error` event of source [`PUBLISH_AGAIN`], each failed publish its
+//! own (the same failure twice changes no record). A `done` job whose publish again fails
 //! (the forge down, a cancel) stays `done`, its closeout as it was: the
 //! failure is a non-fatal `error` event of source [`PUBLISH_AGAIN`], which
 //! `paddock show` names until a later publish succeeds (its `publishing`
@@ -362,19 +364,36 @@ pub async fn republish(
             .set_closeout(job_id, &published.closeout)
             .await
             .map_err(store_err)?;
-        if published.failure.is_none() {
-            append(
-                store,
-                job_id,
+        let (body, noted) = match &published.failure {
+            None => (
                 EventBody::Status {
                     phase: Phase::Publishing,
                     detail: Some(PUBLISHED_AGAIN.to_string()),
                 },
-                max_event,
-            )
+                None,
+            ),
+            // Every failed publish is an event of the job, the second as
+            // the first: its reason says only the last, and the same
+            // failure twice changes no record.
+            Some(failure) => {
+                let note = format!(
+                    "{failure}; the job is failed with this reason (`paddock publish {job_id}` \
+                     tries again)"
+                );
+                (
+                    EventBody::Error {
+                        message: note.clone(),
+                        source: Some(PUBLISH_AGAIN.to_string()),
+                        fatal: false,
+                    },
+                    Some(note),
+                )
+            }
+        };
+        append(store, job_id, body, max_event)
             .await
             .map_err(store_err)?;
-        }
+        failure_noted = noted;
     }
     let mut stored = record.clone();
     match (&published.failure, publishing_failed) {

@@ -5511,6 +5511,76 @@ async fn github_job_failed_at_its_closeout(
     (mock, first)
 }
 
+/// A job failed at publishing (the forge refused its closeout), then
+/// `paddock publish` twice, the forge refusing still: each failed publish
+/// is an `error` event of source `paddock publish`, the second as the
+/// first, and `paddock show` names the last. Before, neither was an
+/// event (the reason alone said the last, and the same failure twice
+/// changed nothing).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_failed_publish_of_a_failed_job_is_an_event_of_it() {
+    let home = Home::new();
+    let (mock, first) = github_job_failed_at_its_closeout(&home).await;
+    mock.refuse_comments(true);
+    let args = ["publish", "--json", first.id.as_str()];
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let mut reasons = Vec::new();
+    let mut codes = Vec::new();
+    for _ in 0..2 {
+        let out = home.paddock(&args, &env).await;
+        codes.push(out.status.code());
+        reasons.push(
+            home.store()
+                .await
+                .job(&first.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .reason
+                .unwrap(),
+        );
+    }
+    let noted: Vec<String> = home
+        .event_bodies(&first.id)
+        .await
+        .into_iter()
+        .filter_map(|b| match b {
+            paddock_protocol::EventBody::Error {
+                message,
+                source: Some(source),
+                fatal: false,
+            } if source == "paddock publish" => Some(message),
+            _ => None,
+        })
+        .collect();
+    let show = home
+        .paddock(&["show", "--json", first.id.as_str()], &[])
+        .await;
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let note = |reason: &str| {
+        format!(
+            "{reason}; the job is failed with this reason (`paddock publish {}` tries again)",
+            first.id
+        )
+    };
+    assert_eq!(
+        (
+            first.status,
+            codes,
+            noted,
+            shown["publish_failure"]["message"]
+                .as_str()
+                .map(str::to_string)
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            vec![Some(1), Some(1)],
+            vec![note(&reasons[0]), note(&reasons[1])],
+            Some(note(&reasons[1]))
+        )
+    );
+}
+
 /// A publish that failed once the pull request was open, the token
 /// changed to another account's, then `paddock publish` twice, an
 /// outsider's copy of the closeout posted between them: the first posts
