@@ -86,7 +86,7 @@ pub struct JobSpecBody(serde_json::Value);
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", security(("bearer" = ["submit"])), params(SubmitQuery),
     request_body(content = JobSpecBody, content_type = "application/json"),
     responses(
-        (status = 202, description = "Queued (or held by its budget)", body = JobRecord,
+        (status = 202, description = "Queued (or held by its budget); one whose secret or files this server has not, or whose admission here is refused for this host's own sandbox, credentials or host profile, is queued for a server of the fleet that can run it, its `reason` saying why this one will not", body = JobRecord,
             headers(("location" = String, description = "The job's URL"))),
         (status = 400, description = "A malformed query (`priority` not an integer, `attempt_after` empty or over 128 characters)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The spec cannot run (the CLI's errors), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
