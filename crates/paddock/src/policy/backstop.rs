@@ -21,18 +21,28 @@
 //! crashes, refuses the line or takes too long) judges the command
 //! denied: fail closed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use paddock_protocol::{EngineKind, EventBody, HostProfile};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::task::JoinSet;
 
 use crate::engines::denial::{rule_in, JUSTIFICATION_MARK};
 
-/// The most shell calls waiting for their results: a stream naming more
-/// calls than this without results is not followed past it.
+/// The most shell calls waiting for their results: a call past it is
+/// judged at once, as if it ran (it cannot be followed to its result).
 const MAX_PENDING: usize = 4096;
+
+/// The most commands that ran waiting for a judge: past it the runner
+/// reads no more of the engine's output until they are judged (the
+/// engine waits on its full pipe), [`Backstop::has_room`].
+pub const MAX_QUEUED: usize = 64;
+
+/// The most judging children at once.
+const JUDGES: usize = 2;
 
 /// How long the judging child may take for one command.
 pub const JUDGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,17 +63,31 @@ pub struct Violation {
     pub command: String,
 }
 
-/// One engine run's shell calls, judged.
+/// One engine run's shell calls, judged beside the runner's loop: the
+/// commands that ran are queued ([`observe`](Self::observe)) and judged
+/// by at most [`JUDGES`] children at once ([`next`](Self::next)), so the
+/// job's timeout, cancellation and output cap act while they are judged.
 #[derive(Debug)]
 pub struct Backstop {
     engine: EngineKind,
+    judge: Arc<Judge>,
+    /// Shell calls whose results have not come yet: id, command.
+    pending: HashMap<String, String>,
+    /// Commands that ran, waiting for a judge.
+    queue: VecDeque<String>,
+    /// The judgments under way, and their commands.
+    judging: JoinSet<Option<Violation>>,
+    under_way: HashMap<tokio::task::Id, String>,
+}
+
+/// What a judging child is run with.
+#[derive(Debug)]
+struct Judge {
     /// `paddock`, whose `hook pre-tool-use` judges.
     exe: PathBuf,
     /// The profile as one line of JSON, the first line of the judge's
     /// stdin: never a file, which the job could reach.
     profile: String,
-    /// Shell calls whose results have not come yet: id, command.
-    pending: HashMap<String, String>,
 }
 
 impl Backstop {
@@ -71,43 +95,113 @@ impl Backstop {
     pub fn new(profile: &HostProfile, engine: EngineKind, exe: PathBuf) -> Backstop {
         Backstop {
             engine,
-            exe,
-            // One line: JSON escapes the newlines in its strings.
-            profile: serde_json::to_string(profile).unwrap_or_default(),
+            judge: Arc::new(Judge {
+                exe,
+                // One line: JSON escapes the newlines in its strings.
+                profile: serde_json::to_string(profile).unwrap_or_default(),
+            }),
             pending: HashMap::new(),
+            queue: VecDeque::new(),
+            judging: JoinSet::new(),
+            under_way: HashMap::new(),
         }
     }
 
     /// Follows one parsed event of the engine's stream: the command of a
-    /// shell call whose result says it ran, to be [`judged`](Self::judge).
-    pub fn observe(&mut self, body: &EventBody) -> Option<String> {
+    /// shell call whose result says it ran is queued to be judged. A call
+    /// the backstop cannot follow to its result is judged at once, as if
+    /// it ran (fail closed; the engines name every call, so only a hostile
+    /// stream has one): a call without an id, one past [`MAX_PENDING`]
+    /// calls waiting, and the call an id named again displaces.
+    pub fn observe(&mut self, body: &EventBody) {
         match body {
             EventBody::ToolCall {
-                call_id: Some(id),
+                call_id,
                 command: Some(command),
                 ..
-            } => {
-                if self.pending.len() < MAX_PENDING || self.pending.contains_key(id) {
-                    self.pending.insert(id.clone(), command.clone());
+            } => match call_id {
+                Some(id) if self.pending.len() < MAX_PENDING || self.pending.contains_key(id) => {
+                    if let Some(before) = self.pending.insert(id.clone(), command.clone()) {
+                        if before != *command {
+                            self.queue.push_back(before);
+                        }
+                    }
                 }
-                None
-            }
+                _ => self.queue.push_back(command.clone()),
+            },
             EventBody::ToolResult {
                 call_id: Some(id),
                 exit_code,
                 is_error,
                 output,
             } => {
-                let command = self.pending.remove(id)?;
-                ran(self.engine, *exit_code, *is_error, output).then_some(command)
+                if let Some(command) = self.pending.remove(id) {
+                    if ran(self.engine, *exit_code, *is_error, output) {
+                        self.queue.push_back(command);
+                    }
+                }
             }
-            _ => None,
+            _ => {}
         }
     }
 
+    /// The engine's stream ended with the engine's own exit: a call whose
+    /// result never came is judged as if it ran (fail closed).
+    pub fn stream_ended(&mut self) {
+        let mut left: Vec<String> = self.pending.drain().map(|(_, c)| c).collect();
+        left.sort();
+        self.queue.extend(left);
+    }
+
+    /// Whether more of the engine's output may be read: fewer than
+    /// [`MAX_QUEUED`] commands wait for a judge.
+    pub fn has_room(&self) -> bool {
+        self.queue.len() < MAX_QUEUED
+    }
+
+    /// Whether commands that ran are still to be judged.
+    pub fn busy(&self) -> bool {
+        !self.queue.is_empty() || !self.judging.is_empty()
+    }
+
+    /// The next judgment done: a violation when its command is denied or
+    /// cannot be judged; `None` when it passed or nothing is to be judged.
+    /// Cancel-safe: judgments started go on in their tasks.
+    pub async fn next(&mut self) -> Option<Violation> {
+        while self.judging.len() < JUDGES {
+            let Some(command) = self.queue.pop_front() else {
+                break;
+            };
+            let judge = Arc::clone(&self.judge);
+            let task = command.clone();
+            let handle = self.judging.spawn(async move { judge.judge(&task).await });
+            self.under_way.insert(handle.id(), command);
+        }
+        match self.judging.join_next_with_id().await? {
+            Ok((id, violation)) => {
+                self.under_way.remove(&id);
+                violation
+            }
+            // A judgment that did not end (it panicked): unjudged.
+            Err(e) => Some(Violation {
+                rule: UNJUDGED.to_string(),
+                command: self.under_way.remove(&e.id()).unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// Judges a command that ran (what [`next`](Self::next) does for each
+    /// in turn): a violation when the profile denies it or it cannot be
+    /// judged.
+    pub async fn judge(&self, command: &str) -> Option<Violation> {
+        self.judge.judge(command).await
+    }
+}
+
+impl Judge {
     /// Judges a command that ran: a violation when the profile denies it
     /// or it cannot be judged.
-    pub async fn judge(&self, command: &str) -> Option<Violation> {
+    async fn judge(&self, command: &str) -> Option<Violation> {
         let input = format!(
             "{}\n{}",
             self.profile,
@@ -242,10 +336,10 @@ mod tests {
             HostProfile::from_json(r#"{"id":"p","deny_commands":["make all"]}"#, "t").unwrap();
         let ran = |engine, events: &[EventBody]| {
             let mut b = Backstop::new(&profile, engine, PathBuf::from("/nonexistent"));
-            events
-                .iter()
-                .filter_map(|e| b.observe(e))
-                .collect::<Vec<_>>()
+            for e in events {
+                b.observe(e);
+            }
+            b.queue.into_iter().collect::<Vec<_>>()
         };
         let claude = ran(
             EngineKind::Claude,
@@ -289,6 +383,79 @@ mod tests {
             ],
         );
         assert_eq!(codex, vec!["b", "c"]);
+    }
+
+    /// A shell call the backstop cannot follow to its result is taken as
+    /// run: one without an id, the one an id named again displaces (not
+    /// the same call named twice), one past the calls waiting, and, once
+    /// the stream ended, one whose result never came; a result of no
+    /// call, or without an id, is nothing.
+    #[test]
+    fn calls_that_cannot_be_followed_are_taken_as_run() {
+        let profile =
+            HostProfile::from_json(r#"{"id":"p","deny_commands":["make all"]}"#, "t").unwrap();
+        let mut b = Backstop::new(&profile, EngineKind::Codex, PathBuf::from("/nonexistent"));
+        let no_id = EventBody::ToolCall {
+            call_id: None,
+            tool: "shell".into(),
+            command: Some("a".into()),
+            input: serde_json::Value::Null,
+        };
+        let no_id_result = EventBody::ToolResult {
+            call_id: None,
+            exit_code: Some(0),
+            is_error: false,
+            output: String::new(),
+        };
+        for e in [
+            no_id,
+            no_id_result,
+            call("1", "b"),
+            call("1", "b"),
+            call("1", "c"),
+            result("1", Some(0), false, ""),
+            result("9", Some(0), false, ""),
+        ] {
+            b.observe(&e);
+        }
+        for i in 0..MAX_PENDING {
+            b.observe(&call(&format!("w{i}"), "w"));
+        }
+        b.observe(&call("x", "d"));
+        b.observe(&result("x", Some(0), false, ""));
+        b.observe(&result("w0", None, true, ""));
+        b.observe(&call("y", "e"));
+        b.stream_ended();
+        let queued: Vec<String> = b.queue.iter().cloned().collect();
+        let mut want: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        want.extend(std::iter::repeat_n("w".to_string(), MAX_PENDING - 1));
+        assert_eq!(queued, want);
+    }
+
+    /// Commands are judged beside the caller, a violation for each denied
+    /// one, until none is left.
+    #[tokio::test]
+    async fn the_queued_commands_are_each_judged() {
+        let profile =
+            HostProfile::from_json(r#"{"id":"p","deny_commands":["make all"]}"#, "t").unwrap();
+        let mut b = Backstop::new(&profile, EngineKind::Codex, PathBuf::from("/nonexistent"));
+        b.observe(&call("1", "ls"));
+        b.observe(&result("1", Some(0), false, ""));
+        b.observe(&call("2", "make all"));
+        b.observe(&result("2", Some(0), false, ""));
+        assert!(b.busy());
+        let mut got = Vec::new();
+        while b.busy() {
+            got.extend(b.next().await);
+        }
+        got.sort_by(|x, y| x.command.cmp(&y.command));
+        // The judge cannot start here: both unjudged.
+        let unjudged = |c: &str| Violation {
+            rule: "deny_commands".into(),
+            command: c.into(),
+        };
+        assert_eq!(got, vec![unjudged("ls"), unjudged("make all")]);
+        assert_eq!(b.next().await, None);
     }
 
     /// A judge that cannot run judges every command denied (fail closed).

@@ -2,7 +2,9 @@
 //! line, parsed into stored events (with the engine's refusals on its
 //! stream as denials), the broker's ledger rows and policy notices shown
 //! as they arrive, a denied command the engine ran stopping the job
-//! (`policy::backstop`), and the job's timeout and cancellation enforced. Only
+//! (`policy::backstop`, judged beside this loop, its queue bounded by not
+//! reading on while it is full), and the job's timeout and cancellation
+//! enforced, while commands are judged too. Only
 //! the engine's exit ends the timeout and cancellation: whatever it prints
 //! (or stops printing), neither stops holding. Its stderr is copied to its
 //! artifact meanwhile, keeping a short tail for the job's reason.
@@ -20,7 +22,7 @@ use super::network;
 use super::{Job, LaunchFailure};
 use crate::engines::{self, EngineAdapter};
 use crate::output::{ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
-use crate::policy::backstop::Backstop;
+use crate::policy::backstop::{Backstop, Violation};
 use crate::store::StoreError;
 
 /// How much of the engine's output is read at once.
@@ -99,7 +101,9 @@ pub(super) async fn stream(
     let mut stdout_open = true;
     while stdout_open || out.exited.is_none() {
         tokio::select! {
-            n = run.stdout.read(&mut buf), if stdout_open => match n {
+            // Not while the backstop's queue is full: the engine waits on
+            // its pipe, and the timeout, cancellation and the rest act.
+            n = run.stdout.read(&mut buf), if stdout_open && backstop.as_ref().is_none_or(Backstop::has_room) => match n {
                 Ok(0) => stdout_open = false,
                 Ok(n) => {
                     // Past the limit nothing more is kept or parsed: the
@@ -108,14 +112,8 @@ pub(super) async fn stream(
                     let kept = &buf[..n.min(room)];
                     printed = printed.saturating_add(n as u64);
                     run.raw.write(kept).await;
-                    let mut violation = None;
                     for line in lines.push(kept) {
-                        let found = on_line(job, em, run, adapter, line, max_line, &mut refused, &mut backstop).await?;
-                        violation = violation.or(found);
-                    }
-                    if let Some(reason) = violation {
-                        fail_open(run, &mut out, reason);
-                        break;
+                        on_line(job, em, run, adapter, line, max_line, &mut refused, &mut backstop).await?;
                     }
                     if printed > max_output && out.exited.is_none() {
                         run.process.stop();
@@ -140,7 +138,21 @@ pub(super) async fn stream(
                 run.process.kill();
                 grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
             }
-            () = &mut grace, if out.exited.is_some() => break,
+            () = &mut grace, if out.exited.is_some() => {
+                // Not while the backstop holds the reading back: the
+                // rest may name commands that ran.
+                if backstop.as_ref().is_none_or(Backstop::has_room) {
+                    break;
+                }
+                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            // A command the engine ran judged (`policy::backstop`).
+            judged = judged(&mut backstop), if backstop.as_ref().is_some_and(Backstop::busy) => {
+                if let Some(reason) = violated(job, em, judged).await? {
+                    fail_open(run, &mut out, reason);
+                    break;
+                }
+            }
             Some(call) = run.broker.calls.recv() => {
                 out.unwritten_rows |= record_call(em, call, run.broker.spent_micros()).await?;
             }
@@ -151,23 +163,27 @@ pub(super) async fn stream(
                 out.held_reason = Some(notice.message.clone());
                 em.emit_job(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
             }
-            () = &mut deadline, if out.exited.is_none() => {
-                run.process.stop();
+            () = &mut deadline, if out.exited.is_none() || backstop.as_ref().is_some_and(Backstop::busy) => {
+                if out.exited.is_none() {
+                    run.process.stop();
+                }
                 out.ended = Some(JobStatus::TimedOut);
                 out.timeout_reason = Some(run.deadline.reason());
                 em.emit(run.deadline.event()).await?;
                 break;
             }
-            () = &mut cancel, if out.exited.is_none() => {
-                run.process.stop();
+            () = &mut cancel, if out.exited.is_none() || backstop.as_ref().is_some_and(Backstop::busy) => {
+                if out.exited.is_none() {
+                    run.process.stop();
+                }
                 out.ended = Some(JobStatus::Cancelled);
                 break;
             }
         }
     }
-    if !stdout_open {
+    if !stdout_open && !out.withheld {
         if let Some(line) = lines.finish() {
-            let found = on_line(
+            on_line(
                 job,
                 em,
                 run,
@@ -178,12 +194,64 @@ pub(super) async fn stream(
                 &mut backstop,
             )
             .await?;
-            if let Some(reason) = found {
-                fail_open(run, &mut out, reason);
+        }
+    }
+    if let Some(b) = backstop.as_mut() {
+        if out.ended.is_none() {
+            // The engine exited by itself: what it ran is judged before
+            // anything of the job is kept, under its timeout and
+            // cancellation still.
+            b.stream_ended();
+            while b.busy() {
+                tokio::select! {
+                    judged = b.next() => {
+                        if let Some(reason) = violated(job, em, judged).await? {
+                            fail_open(run, &mut out, reason);
+                            break;
+                        }
+                    }
+                    () = &mut deadline => {
+                        out.ended = Some(JobStatus::TimedOut);
+                        out.timeout_reason = Some(run.deadline.reason());
+                        em.emit(run.deadline.event()).await?;
+                        break;
+                    }
+                    () = &mut cancel => {
+                        out.ended = Some(JobStatus::Cancelled);
+                        break;
+                    }
+                }
             }
+        }
+        // Stopped before all it ran was judged: nothing of the job is
+        // kept (a denied command may be among them).
+        if b.busy() {
+            out.withheld = true;
         }
     }
     Ok(out)
+}
+
+/// The next judgment of the backstop (it is busy).
+async fn judged(backstop: &mut Option<Backstop>) -> Option<Violation> {
+    match backstop {
+        Some(b) => b.next().await,
+        None => None,
+    }
+}
+
+/// A violation the backstop found: its `policy` event stored, the job's
+/// reason to fail.
+async fn violated(
+    job: &Job,
+    em: &mut Emitter,
+    found: Option<Violation>,
+) -> Result<Option<String>, StoreError> {
+    let (Some(v), Some(p)) = (found, &job.policy) else {
+        return Ok(None);
+    };
+    em.emit_job(v.event(&p.profile.id)).await?;
+    Ok(Some(v.reason(&p.profile.id)))
 }
 
 /// Stops the engine for a denied command it ran (`policy::backstop`):
@@ -197,11 +265,10 @@ fn fail_open(run: &mut Running, out: &mut Streamed, reason: String) {
     out.withheld = true;
 }
 
-/// One whole line: its events, and the refusals the engine reported in it:
-/// its own (a `policy` event each, once, with or without a profile) and
-/// the profile's (through the profile); the reason to stop the job when
-/// the backstop found a denied command the engine ran (its `policy` event
-/// emitted).
+/// One whole line: its events (each shown to the backstop, which queues
+/// the shell commands that ran to be judged), and the refusals the engine
+/// reported in it: its own (a `policy` event each, once, with or without a
+/// profile) and the profile's (through the profile).
 #[allow(clippy::too_many_arguments)]
 async fn on_line(
     job: &Job,
@@ -212,29 +279,18 @@ async fn on_line(
     max_line: usize,
     refused: &mut std::collections::HashSet<String>,
     backstop: &mut Option<Backstop>,
-) -> Result<Option<String>, StoreError> {
+) -> Result<(), StoreError> {
     let kind = adapter.kind().as_str();
     let mut turn_ended = false;
-    let mut ran = Vec::new();
     let emitted = emit_line(
         em,
         run.parser.as_mut(),
         line,
         max_line,
         kind,
-        (&mut turn_ended, backstop, &mut ran),
+        (&mut turn_ended, backstop),
     )
     .await?;
-    let mut failed = None;
-    if let (Some(p), Some(b)) = (&job.policy, backstop.as_ref()) {
-        for command in &ran {
-            if let Some(v) = b.judge(command).await {
-                em.emit_job(v.event(&p.profile.id)).await?;
-                failed = Some(v.reason(&p.profile.id));
-                break;
-            }
-        }
-    }
     // The turn's end starts the patch beside the engine's exit.
     if turn_ended {
         if let Some((early, inputs)) = run.early_patch.take() {
@@ -242,7 +298,7 @@ async fn on_line(
         }
     }
     let Some(line) = emitted else {
-        return Ok(failed);
+        return Ok(());
     };
     let found = adapter.stream_denials(&line);
     for denial in &found {
@@ -262,7 +318,7 @@ async fn on_line(
             em.emit_job(p.denial_event(&denial)).await?;
         }
     }
-    Ok(failed)
+    Ok(())
 }
 
 /// Copies the engine's stderr to its artifact as it arrives (decoded once,
@@ -316,15 +372,14 @@ pub(super) async fn save_stderr(
 
 /// One line of the engine's stdout into events: parsed when held whole and
 /// UTF-8 (the line is returned), else an `error` event showing it
-/// (lossily, cut). Each event is shown to the backstop, the shell
-/// commands that ran collected for it to judge.
+/// (lossily, cut). Each event is shown to the backstop.
 async fn emit_line(
     em: &mut Emitter,
     parser: &mut dyn engines::StreamParser,
     line: Line,
     max_line: usize,
     kind: &str,
-    (turn_ended, backstop, ran): (&mut bool, &mut Option<Backstop>, &mut Vec<String>),
+    (turn_ended, backstop): (&mut bool, &mut Option<Backstop>),
 ) -> Result<Option<String>, StoreError> {
     if !line.complete() {
         let head = &line.bytes[..line.bytes.len().min(LINE_HEAD)];
@@ -361,9 +416,10 @@ async fn emit_line(
                         ..
                     }
                 );
-                let command = backstop.as_mut().and_then(|b| b.observe(&body));
+                if let Some(b) = backstop.as_mut() {
+                    b.observe(&body);
+                }
                 em.emit_job(body).await?;
-                ran.extend(command);
             }
             Ok(Some(text))
         }
