@@ -336,7 +336,7 @@ pub async fn republish(
     // `paddock show` names, and `paddock publish` exits non-zero.
     let max_event = usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX);
     let stays_done = record.status == JobStatus::Done && published.failure.is_some();
-    let mut failure_noted = None;
+    let failure_noted;
     if stays_done {
         let failure = published.failure.clone().unwrap_or_default();
         let note = format!(
