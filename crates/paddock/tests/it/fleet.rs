@@ -18,7 +18,8 @@
 //! server that has it; a job whose source token only a worker server's
 //! environment holds is accepted by a front server without it (202, the
 //! answer saying why the front server will not run it) and run by the
-//! worker, and so is its next attempt.
+//! worker, and so is its next attempt; a job no server can run fails
+//! once it has waited passed over for `--max-passed-over-secs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -1640,6 +1641,72 @@ async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs()
             srv_b.stderr()
         );
         nothing_lost(&store, &ran_next).await;
+        drop((srv_a, srv_b));
+    }
+}
+
+/// `paddock serve --max-passed-over-secs S` bounds how long a job no
+/// server can run waits: A takes no queued job (its lane is another
+/// project's) and accepts a job whose scenario file is nowhere (202, its
+/// reason saying A will not run it); B, allowing no wait (0 s), claims
+/// it and fails it at once, its reason naming the wait, the setting and
+/// B's own why, no owner but B, no event. Before, the job waited queued
+/// for ever, looked at again every minute by every server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        hosts_config(
+            &a,
+            &format!("{HOSTS}\n[[serve.lanes]]\nprojects = [\"none-such\"]"),
+        );
+        hosts_config(&b, HOSTS);
+        let mut job = spec(&a, "T-W", TURN);
+        let gone = a.path().join("gone.toml");
+        job["upstream"]["scenario"] = Value::from(gone.display().to_string());
+        let srv_a = Server::start_env(&a, &[], &[("PADDOCK_DB", &db.db())]).await;
+        let accepted = srv_a.submit(&job, 0).await;
+        let status = accepted.status().as_u16();
+        let id = body::<JobRecord>(accepted).await.id;
+        let a_path = a.path().display().to_string();
+        let srv_b = Server::start_env(
+            &b,
+            &["--allow-path", &a_path, "--max-passed-over-secs", "0"],
+            &[("PADDOCK_DB", &db.db())],
+        )
+        .await;
+        let ended = srv_b.wait_for(&id, is_final).await;
+        let store = db.open().await;
+        let (b_host, b_name) = host_of(&b);
+        assert_eq!(
+            (
+                status,
+                (ended.status, ended.reason.clone()),
+                store.job_owner(&id).await.unwrap().map(|o| o.host),
+                store.events(&id, 0).await.unwrap(),
+            ),
+            (
+                202,
+                (
+                    JobStatus::Failed,
+                    Some(format!(
+                        "job {id} waited passed over for 0 s, the most a job waits for a server \
+                         able to run it (`[serve] max_passed_over_secs`), and no server that \
+                         claimed it ran it; last, host {b_name} (jobs directory {b_host}) cannot \
+                         run it: upstream.scenario {}: cannot be read on this host (No such file \
+                         or directory (os error 2)); the server that runs the job reads it \
+                         there: put it at that path on this host for this server to run the job",
+                        gone.display()
+                    ))
+                ),
+                Some(b_host.clone()),
+                Vec::new(),
+            ),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_b.stderr()
+        );
         drop((srv_a, srv_b));
     }
 }
