@@ -28,21 +28,9 @@ pub(super) fn read_event(reading: &mut Reading, v: &Value) {
         .into_iter()
         .flatten()
     {
-        let delta = choice.get("delta").unwrap_or(&Value::Null);
-        for key in ["content", "reasoning_content"] {
-            generated(reading, delta.get(key).and_then(Value::as_str));
-        }
-        for call in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            generated(
-                reading,
-                call.pointer("/function/arguments").and_then(Value::as_str),
-            );
-        }
+        // All the delta's text (content, reasoning, a refusal, tool calls'
+        // names and arguments, an audio transcript) but its bookkeeping.
+        generated(reading, choice.get("delta"));
     }
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
         let mut bad = None;

@@ -32,10 +32,9 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
             note_tier(reading, msg.get("usage"));
         }
         "content_block_delta" => {
-            let d = v.get("delta").unwrap_or(&Value::Null);
-            for key in ["text", "thinking", "partial_json"] {
-                generated(reading, d.get(key).and_then(Value::as_str));
-            }
+            // Text, thinking, a tool call's JSON, a citation: all of it but
+            // its bookkeeping.
+            generated(reading, v.get("delta"));
         }
         "message_delta" => {
             // Cumulative: the latest value of each field wins; never add.

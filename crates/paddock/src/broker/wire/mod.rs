@@ -126,10 +126,16 @@ pub(super) fn note_tier(reading: &mut Reading, v: Option<&Value>) {
     }
 }
 
-/// Adds the characters of `s` to the generated text seen.
-fn generated(reading: &mut Reading, s: Option<&str>) {
-    if let Some(s) = s {
-        reading.generated_chars += s.chars().count() as u64;
+/// Adds the text the model generated in `v` (a delta: a string, or an
+/// object whose strings but its bookkeeping are text, as
+/// [`answer_bytes`] reads a whole answer) to what the reading has seen, in
+/// UTF-8 bytes. Bytes, not characters: a tokenizer splits text outside
+/// ASCII finer than English (a CJK character is about a token, and 3
+/// bytes), so characters / 4 priced such a stream at a quarter of its
+/// tokens, where bytes / 4 comes near them.
+fn generated(reading: &mut Reading, v: Option<&Value>) {
+    if let Some(v) = v {
+        reading.generated_bytes = reading.generated_bytes.saturating_add(answer_bytes(v));
     }
 }
 
@@ -165,7 +171,7 @@ fn count(n: &Value, ptr: &str, bad: &mut Option<String>) -> u64 {
 }
 
 /// What a whole JSON answer without a usage to price says: the call is
-/// estimated, its output from the answer's text ([`answer_chars`]).
+/// estimated, its output from the answer's text ([`answer_bytes`]).
 pub(super) const NO_BODY_USAGE: &str =
     "paddock broker: the upstream's answer has no `usage` object: the call is estimated";
 
@@ -187,18 +193,19 @@ const NOT_GENERATED: &[&str] = &[
     "tool_use_id",
 ];
 
-/// The characters of every string in a whole JSON answer `v` but its
+/// The UTF-8 bytes of every string in a
+/// whole JSON answer `v` but its
 /// bookkeeping ([`NOT_GENERATED`]) and its `usage`: the text, reasoning,
 /// tool calls and their arguments the model generated, in any of the
 /// APIs' shapes, known or not (a text the list misses counts; none is
 /// left out), for estimating the output of an answer whose usage cannot
 /// be priced. Iterative, so an answer nested deep costs no stack.
-pub(super) fn answer_chars(v: &Value) -> u64 {
+pub(super) fn answer_bytes(v: &Value) -> u64 {
     let mut total: u64 = 0;
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
-            Value::String(s) => total = total.saturating_add(s.chars().count() as u64),
+            Value::String(s) => total = total.saturating_add(s.len() as u64),
             Value::Array(items) => stack.extend(items.iter()),
             Value::Object(map) => stack.extend(
                 map.iter()

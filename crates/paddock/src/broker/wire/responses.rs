@@ -23,11 +23,12 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
             }
             note_tier(reading, v.get("response"));
         }
-        "response.output_text.delta"
-        | "response.reasoning_summary_text.delta"
-        | "response.function_call_arguments.delta"
-        | "response.custom_tool_call_input.delta" => {
-            generated(reading, v.get("delta").and_then(Value::as_str));
+        // Every delta is text the model generated (its output, reasoning,
+        // refusal, a tool call's arguments or input, a transcript), the
+        // ones named here and any other: all count for a cut stream's
+        // estimate.
+        _ if kind.starts_with("response.") && kind.ends_with(".delta") => {
+            generated(reading, v.get("delta"));
         }
         "response.completed" | "response.incomplete" | "response.failed" => {
             let resp = v.get("response").unwrap_or(&Value::Null);
