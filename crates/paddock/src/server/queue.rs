@@ -561,7 +561,8 @@ impl Queue {
             locked(&self.refused).remove(&id);
             return Err(e.into());
         }
-        tracing::warn!("serve: {}", record.reason.as_deref().unwrap_or_default());
+        // A front server of a fleet does this for every job by design.
+        tracing::info!("serve: {}", record.reason.as_deref().unwrap_or_default());
         self.owe(&record.id).await;
         Ok(record)
     }
