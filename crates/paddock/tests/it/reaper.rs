@@ -88,6 +88,16 @@ fn killed_by(mut child: std::process::Child) -> Option<i32> {
     child.wait().unwrap().signal()
 }
 
+/// Runs `spec` and kills its `paddock run` (SIGKILL) once its job
+/// started; the job's name.
+async fn killed_once_started(home: &Home, spec: &Path) -> String {
+    let mut run = paddock_cmd(home, spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    crashed
+}
+
 fn paddock_cmd(home: &Home, spec: &Path) -> tokio::process::Command {
     let mut cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
     cmd.stdout(std::process::Stdio::null())
@@ -185,10 +195,7 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
 async fn a_server_that_cannot_bind_reaps_nothing() {
     let home = Home::new();
     let spec = stand_in_job(&home, "slow", CALLS_EDITS_AND_WAITS);
-    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
-    let crashed = started(&home.jobs()).await;
-    run.kill().await.unwrap();
-    run.wait().await.unwrap();
+    let crashed = killed_once_started(&home, &spec).await;
 
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap();
@@ -467,10 +474,7 @@ async fn a_killed_jobs_patch_past_its_disk_limit_is_not_saved() {
         &format!("timeout_secs = 120\nmax_disk_bytes = {limit}"),
     );
     std::fs::write(&spec, text).unwrap();
-    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
-    let crashed = started(&home.jobs()).await;
-    run.kill().await.unwrap();
-    run.wait().await.unwrap();
+    let crashed = killed_once_started(&home, &spec).await;
 
     let out = home.paddock(&["gc", "--json"], &[]).await;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -509,10 +513,7 @@ async fn a_killed_jobs_patch_past_its_disk_limit_is_not_saved() {
 async fn gc_fails_a_running_job_that_has_no_lease_at_all() {
     let home = Home::new();
     let spec = stand_in_job(&home, "slow", CALLS_EDITS_AND_WAITS);
-    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
-    let crashed = started(&home.jobs()).await;
-    run.kill().await.unwrap();
-    run.wait().await.unwrap();
+    let crashed = killed_once_started(&home, &spec).await;
     std::fs::remove_file(home.jobs().join(".leases").join(format!("{crashed}.lock"))).unwrap();
     let orphan = orphan_in(&home.jobs().join(&crashed));
 
