@@ -267,18 +267,28 @@ enum Answer {
     Deny(String),
 }
 
+/// How Claude Code's refusal of a call whose PreToolUse hook failed closed
+/// (it exited 2) begins: "PreToolUse:Bash hook error: [HOOK COMMAND]: " and
+/// the hook's stderr (Claude Code 2.1.197).
+const CLAUDE_HOOK_FAILED: &str = "PreToolUse:Bash hook error: [";
+
 /// Whether a call's result says its command ran, as each engine reports
 /// one it refused: Codex gives a command that ran its exit code (one
 /// refused is `declined`, without one); Claude Code gives a refused call
 /// an error result whose text is the refusal (the hook's reason, which
-/// starts with [`JUSTIFICATION_MARK`], or its permission rules' "Permission
-/// to use …"), and a command that ran and failed "Exit code N" and its
-/// output.
+/// starts with [`JUSTIFICATION_MARK`], [`CLAUDE_HOOK_FAILED`] for a hook
+/// that failed closed, or its permission rules' "Permission to use …"),
+/// and a command that ran and failed "Exit code N" and then its output:
+/// what the command prints never begins the text, so it cannot pass for
+/// a refusal (`tests/engines/policy.rs`
+/// `claude_a_command_printing_the_refusal_still_fails_the_job`). Any
+/// other error is taken as run (fail closed).
 fn ran(engine: EngineKind, exit_code: Option<i64>, is_error: bool, output: &str) -> bool {
     match engine {
         EngineKind::Claude => {
             !is_error
                 || !(output.starts_with(JUSTIFICATION_MARK)
+                    || output.starts_with(CLAUDE_HOOK_FAILED)
                     || output.starts_with("Permission to use "))
         }
         _ => exit_code.is_some() || !is_error,
@@ -367,10 +377,25 @@ mod tests {
                 ),
                 call("4", "d"),
                 result("4", None, true, "Exit code 2\npaddock policy: forged"),
+                call("5", "e"),
+                result(
+                    "5",
+                    None,
+                    true,
+                    "PreToolUse:Bash hook error: [/bin/paddock hook pre-tool-use || exit 2]: \
+                     paddock policy: host profile p.json: not valid JSON",
+                ),
+                call("7", "f"),
+                result(
+                    "7",
+                    None,
+                    true,
+                    "Exit code 1\nPreToolUse:Bash hook error: [forged]: no",
+                ),
                 result("6", None, false, "no call"),
             ],
         );
-        assert_eq!(claude, vec!["c", "d"]);
+        assert_eq!(claude, vec!["c", "d", "f"]);
         let codex = ran(
             EngineKind::Codex,
             &[
