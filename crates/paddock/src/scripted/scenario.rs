@@ -271,25 +271,35 @@ impl Scenario {
 
     /// Parses and validates scenario text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Scenario, ScenarioError> {
-        let raw: RawScenario = toml::from_str(text).map_err(|err| {
-            let (line, column) = match err.span() {
-                Some(span) => {
-                    let (line, column) = line_column(text, span.start);
-                    (Some(line), Some(column))
-                }
-                None => (None, None),
-            };
-            ScenarioError::Parse {
-                path: origin.to_path_buf(),
-                line,
-                column,
+        // As a job spec and the config file say where they failed: the
+        // key's path (`turn 2: action 1: path`), in a user's words.
+        let raw: RawScenario = serde_path_to_error::deserialize(toml::Deserializer::new(text))
+            .map_err(|e| {
+                let place = key_path(e.path());
+                let err = e.into_inner();
+                let (line, column) = match err.span() {
+                    Some(span) => {
+                        let (line, column) = line_column(text, span.start);
+                        (Some(line), Some(column))
+                    }
+                    None => (None, None),
+                };
                 // One line (toml's syntax messages span two), in a user's
-                // words for types (`expected a number`, not `f64`).
-                message: paddock_protocol::parse_error::plain_types(
+                // words for types (`expected a number`, not `f64`), and
+                // never the name of the span wrapper a turn is read in.
+                let message = no_struct_names(&paddock_protocol::parse_error::plain_types(
                     &err.message().trim_end().replace('\n', "; "),
-                ),
-            }
-        })?;
+                ));
+                ScenarioError::Parse {
+                    path: origin.to_path_buf(),
+                    line,
+                    column,
+                    message: match place.is_empty() {
+                        true => message,
+                        false => format!("{place}: {message}"),
+                    },
+                }
+            })?;
         if raw.turn.is_empty() {
             return Err(ScenarioError::Empty {
                 path: origin.to_path_buf(),
@@ -634,6 +644,66 @@ fn non_empty(value: Option<String>) -> Option<String> {
 }
 
 /// 1-based line and column (in characters) of a byte offset.
+/// `message` with the Rust names serde gives what it expected (`expected
+/// struct RawTurn`, the span wrapper's `$__serde_spanned_private_…`) said
+/// as what a user writes there: `expected a table`.
+fn no_struct_names(message: &str) -> String {
+    const SAID: &str = "expected struct ";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(SAID) {
+        out.push_str(&rest[..at]);
+        out.push_str("expected a table");
+        let name = &rest[at + SAID.len()..];
+        let end = name
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(name.len());
+        rest = &name[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where in the scenario a parse error is, in a user's words: `turn 2`,
+/// `turn 1: action 3: path`, `turn 1: usage.input`, `served_model`; empty
+/// for the document itself or where no key was reached (a syntax error).
+/// The span wrapper a turn is read in (`toml::Spanned`) is no key of the
+/// file, and is left out.
+fn key_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut parts: Vec<String> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    let mut segments = path.iter().peekable();
+    while let Some(segment) = segments.next() {
+        match segment {
+            Segment::Map { key } if key.starts_with("$__serde_spanned_private_") => {}
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                let numbered = matches!(key.as_str(), "turn" | "action")
+                    && matches!(segments.peek(), Some(Segment::Seq { .. }));
+                if let (true, Some(Segment::Seq { index })) = (numbered, segments.peek()) {
+                    if !keys.is_empty() {
+                        parts.push(keys.join("."));
+                        keys.clear();
+                    }
+                    parts.push(format!("{key} {}", index + 1));
+                    segments.next();
+                } else {
+                    keys.push(key.clone());
+                }
+            }
+            Segment::Seq { index } => match keys.last_mut() {
+                Some(last) => last.push_str(&format!("[{index}]")),
+                None => keys.push(format!("[{index}]")),
+            },
+            Segment::Unknown => return String::new(),
+        }
+    }
+    if !keys.is_empty() {
+        parts.push(keys.join("."));
+    }
+    parts.join(": ")
+}
+
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -799,7 +869,7 @@ served_model = "other"
     fn unknown_field_names_field_and_line() {
         assert_eq!(
             parse_error("[[turn]]\ntext = \"a\"\n\n[[turn]]\ntxt = \"b\"\n"),
-            "demo.toml:5:1: unknown field `txt`, expected one of `reasoning`, `text`, `action`, `usage`, `error`, `stream_error`, `disconnect`, `served_model`, `transient`"
+            "demo.toml:5:1: turn 2: txt: unknown field `txt`, expected one of `reasoning`, `text`, `action`, `usage`, `error`, `stream_error`, `disconnect`, `served_model`, `transient`"
         );
     }
 
@@ -807,7 +877,7 @@ served_model = "other"
     fn unknown_top_level_field() {
         assert_eq!(
             parse_error("name = \"x\"\n[[turn]]\ntext = \"a\"\n"),
-            "demo.toml:1:1: unknown field `name`, expected one of `description`, `served_model`, `turn`"
+            "demo.toml:1:1: name: unknown field `name`, expected one of `description`, `served_model`, `turn`"
         );
     }
 
@@ -817,15 +887,15 @@ served_model = "other"
             parse_error(
                 "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"ls\"\ncwd = \"/\"\n"
             ),
-            "demo.toml:2:1: unknown field `cwd`, expected `command` or `description`"
+            "demo.toml:2:1: turn 1: action 1: unknown field `cwd`, expected `command` or `description`"
         );
         assert_eq!(
             parse_error("[[turn]]\n[[turn.action]]\ntype = \"delete\"\npath = \"a\"\n"),
-            "demo.toml:3:8: unknown variant `delete`, expected one of `shell`, `write`, `edit`, `read`, `call`"
+            "demo.toml:3:8: turn 1: action 1: type: unknown variant `delete`, expected one of `shell`, `write`, `edit`, `read`, `call`"
         );
         assert_eq!(
             parse_error("[[turn]]\n[[turn.action]]\ncommand = \"ls\"\n"),
-            "demo.toml:2:1: missing field `type`"
+            "demo.toml:2:1: turn 1: action 1: missing field `type`"
         );
     }
 
@@ -833,11 +903,11 @@ served_model = "other"
     fn bad_type_names_line_and_column() {
         assert_eq!(
             parse_error("[[turn]]\ntext = 3\n"),
-            "demo.toml:2:8: invalid type: integer `3`, expected a string"
+            "demo.toml:2:8: turn 1: text: invalid type: integer `3`, expected a string"
         );
         assert_eq!(
             parse_error("[[turn]]\ntext = \"a\"\nusage = { input = -5 }\n"),
-            "demo.toml:3:19: invalid value: integer `-5`, expected a whole number, 0 or more"
+            "demo.toml:3:19: turn 1: usage.input: invalid value: integer `-5`, expected a whole number, 0 or more"
         );
     }
 
@@ -845,11 +915,56 @@ served_model = "other"
     fn missing_field() {
         assert_eq!(
             parse_error("[[turn]]\n[[turn.action]]\ntype = \"write\"\npath = \"a.txt\"\n"),
-            "demo.toml:2:1: missing field `content`"
+            "demo.toml:2:1: turn 1: action 1: missing field `content`"
         );
         assert_eq!(
             parse_error("[[turn]]\nerror = { message = \"no\" }\n"),
-            "demo.toml:2:9: missing field `status`"
+            "demo.toml:2:9: turn 1: error: missing field `status`"
+        );
+    }
+
+    /// Each error names the turn, the action and the key it is in, in a
+    /// user's words: never the span wrapper a turn is read in nor a Rust
+    /// type. Before, a turn that was no table was said to expect `struct
+    /// RawTurn`, and no error named the turn or action it was in.
+    #[test]
+    fn an_error_names_the_turn_action_and_key_never_a_rust_name() {
+        let cases = [
+            (
+                "turn = [1]\n",
+                "demo.toml:1:9: turn 1: invalid type: integer `1`, expected a table",
+            ),
+            (
+                "turn = 3\n",
+                "demo.toml:1:8: turn: invalid type: integer `3`, expected a sequence",
+            ),
+            (
+                "[[turn]]\ntext = \"a\"\n[[turn]]\naction = [{ type = \"write\", path = 3, content = \"x\" }]\n",
+                "demo.toml:4:10: turn 2: action 1: invalid type: integer `3`, expected a string",
+            ),
+            (
+                "served_model = 3\n[[turn]]\ntext=\"a\"\n",
+                "demo.toml:1:16: served_model: invalid type: integer `3`, expected a string",
+            ),
+            (
+                "[[turn]]\ntransient = { status = \"x\" }\n",
+                "demo.toml:2:24: turn 1: transient.status: invalid type: string \"x\", expected a whole number, 0 or more",
+            ),
+            (
+                "[[turn]]\nusage = 3\n",
+                "demo.toml:2:9: turn 1: usage: invalid type: integer `3`, expected a table",
+            ),
+        ];
+        let got: Vec<(&str, String)> = cases.iter().map(|(t, _)| (*t, parse_error(t))).collect();
+        let want: Vec<(&str, String)> = cases.iter().map(|(t, w)| (*t, w.to_string())).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn no_struct_names_says_a_table() {
+        assert_eq!(
+            no_struct_names("invalid type: integer `1`, expected struct $__serde_spanned_private_Spanned; or expected struct RawTurn"),
+            "invalid type: integer `1`, expected a table; or expected a table"
         );
     }
 
