@@ -396,6 +396,10 @@ pub struct ServeFile {
     pub allow_profiles: Option<Vec<String>>,
     /// Whether a submitted spec may ask for the `process` rung.
     pub allow_process: Option<bool>,
+    /// Whether a submission this server cannot run (a secret, a file or
+    /// its host's admission only another server of the fleet has) is
+    /// stored queued for another server, where by default it is refused.
+    pub accept_for_fleet: Option<bool>,
 }
 
 /// How the log is written on stderr: lines for people, or one JSON object
@@ -679,6 +683,7 @@ mod tests {
                     allow_hosts: None,
                     allow_profiles: None,
                     allow_process: None,
+                    accept_for_fleet: None,
                 },
                 caches: CachesFile {
                     max_size: Some(CacheSize::Bytes(3 << 30)),

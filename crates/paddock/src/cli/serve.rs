@@ -80,6 +80,12 @@ pub struct ServeArgs {
     /// job runs as this server's user, with its files and network).
     #[arg(long)]
     pub allow_process: bool,
+    /// Accept a job this server cannot run (a secret, a file or a
+    /// credential of its spec only another server of the fleet sharing
+    /// the store has) and queue it for that server, where without it such
+    /// a submission is refused (422) naming what is missing here.
+    #[arg(long)]
+    pub accept_for_fleet: bool,
 }
 
 /// The `env:` secrets the server's settings name leave its environment
@@ -196,6 +202,7 @@ pub async fn exec(
         allow_hosts: Some(args.allow_hosts),
         allow_profiles: Some(args.allow_profiles),
         allow_process: args.allow_process.then_some(true),
+        accept_for_fleet: args.accept_for_fleet.then_some(true),
     };
     let store = open_store(paths).await?;
     // Cancels asked by other processes (`paddock cancel`) reach this

@@ -36,6 +36,10 @@ pub struct ServeConfig {
     pub webhook_secret: Option<String>,
     /// The queued jobs this server takes; empty: every job.
     pub lanes: Vec<crate::store::Lane>,
+    /// A submission this server cannot run but another server of the
+    /// fleet may (`NotHere`) is stored queued for it; false (the
+    /// default): refused, as `paddock run` refuses it.
+    pub accept_for_fleet: bool,
     /// What a submitted spec may name on this host (flags and file
     /// together).
     pub submissions: super::submissions::Submissions,
@@ -89,6 +93,10 @@ impl ServeConfig {
                     .or(file.max_passed_over_secs)
                     .unwrap_or(DEFAULT_MAX_PASSED_OVER_SECS),
             ),
+            accept_for_fleet: flags
+                .accept_for_fleet
+                .or(file.accept_for_fleet)
+                .unwrap_or(false),
             webhook_url: flags.webhook_url.clone().or(file.webhook_url.clone()),
             webhook_secret: flags.webhook_secret.clone().or(file.webhook_secret.clone()),
             submissions: super::submissions::Submissions {
@@ -132,6 +140,7 @@ mod tests {
             allow_hosts: None,
             allow_profiles: None,
             allow_process: None,
+            accept_for_fleet: None,
         };
         let flags = ServeFile {
             listen: None,
@@ -147,6 +156,7 @@ mod tests {
             allow_hosts: None,
             allow_profiles: None,
             allow_process: None,
+            accept_for_fleet: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),
@@ -159,6 +169,7 @@ mod tests {
                     webhook_url: None,
                     webhook_secret: None,
                     lanes: vec![],
+                    accept_for_fleet: false,
                     submissions: Default::default(),
                     connections: super::super::connections::ConnectionLimits {
                         max: 1024,
@@ -175,6 +186,7 @@ mod tests {
                     webhook_url: None,
                     webhook_secret: None,
                     lanes: vec![],
+                    accept_for_fleet: false,
                     submissions: Default::default(),
                     connections: Default::default(),
                 }

@@ -8,9 +8,10 @@
 //! checks it (the user's config defaults applied, then `Runner::admit`),
 //! with the same errors, as problem bodies, but for what is this host's
 //! and not the spec's (a secret or file not here, this host's sandbox or
-//! credentials): such a job is queued for a server of the fleet that can
-//! run it, the answer's reason saying why this one will not
-//! (`Queue::submit`); `?attempt_after=JOB` admits it
+//! credentials): such a job is refused naming what is missing here, or,
+//! on a server that accepts jobs for its fleet (`[serve]
+//! accept_for_fleet`), queued for a server of the fleet that can run it,
+//! the answer's reason saying why this one will not (`Queue::submit`); `?attempt_after=JOB` admits it
 //! as the next attempt after that job, as `paddock run --attempt-after`
 //! does (`Runner::admit_after`).
 
@@ -86,10 +87,10 @@ pub struct JobSpecBody(serde_json::Value);
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs", security(("bearer" = ["submit"])), params(SubmitQuery),
     request_body(content = JobSpecBody, content_type = "application/json"),
     responses(
-        (status = 202, description = "Queued (or held by its budget); one whose secret or files this server has not, or whose admission here is refused for this host's own sandbox, credentials or host profile, is queued for a server of the fleet that can run it, its `reason` saying why this one will not", body = JobRecord,
+        (status = 202, description = "Queued (or held by its budget); one whose secret or files this server has not, or whose admission here is refused for this host's own sandbox, credentials or host profile, is, on a server accepting jobs for its fleet (`--accept-for-fleet`), queued for a server of the fleet that can run it, its `reason` saying why this one will not", body = JobRecord,
             headers(("location" = String, description = "The job's URL"))),
         (status = 400, description = "A malformed query (`priority` not an integer, `attempt_after` empty or over 128 characters)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The spec cannot run (the CLI's errors), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The spec cannot run (the CLI's errors; what this server lacks of it, on a server not accepting jobs for its fleet), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The forge did not answer the read of the prior job's review (`forge_unavailable`): submit it again once it answers", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -150,6 +151,11 @@ pub async fn submit(
             }
             SubmitError::After(e) => Problem::runner(e.code(), super::problem::chain(&e)),
             SubmitError::Store(e) => Problem::from(e),
+            // What this host lacks, said as `paddock run` says it: the
+            // caller's to fix (the server's to provide, or the spec's).
+            SubmitError::NotHere(e) => {
+                Problem::runner(ErrorCode::BadInput, super::problem::chain(&e))
+            }
         })?;
     let location = format!("/v1/jobs/{}", record.id);
     Ok((

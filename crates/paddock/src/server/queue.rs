@@ -93,6 +93,12 @@ pub enum SubmitError {
     After(#[from] AfterError),
     #[error("enqueue the job: {0}")]
     Store(#[from] StoreError),
+    /// This server cannot run the job (what its spec names is not here,
+    /// or its admission here refuses this host's part) and does not
+    /// accept jobs for the fleet's other servers (`[serve]
+    /// accept_for_fleet`).
+    #[error("{0}")]
+    NotHere(NotHere),
 }
 
 /// Why a turn is refused before it starts.
@@ -311,6 +317,10 @@ pub struct Queue {
     max_passed_over: Duration,
     /// What `refused` is timed by.
     clock: Clock,
+    /// Whether a submission this host cannot run is queued for another
+    /// server of the fleet (`[serve] accept_for_fleet`) rather than
+    /// refused.
+    accept_for_fleet: bool,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
     /// The `max_concurrent_jobs` slots: jobs running here, with their
@@ -358,6 +368,7 @@ impl Queue {
             recheck: RECHECK_PASSED_OVER,
             max_passed_over: Duration::from_secs(super::config::DEFAULT_MAX_PASSED_OVER_SECS),
             clock: Clock::default(),
+            accept_for_fleet: false,
             pending: Mutex::new(HashMap::new()),
             slots: Slots::new(usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX)),
             wake: Notify::new(),
@@ -381,6 +392,16 @@ impl Queue {
     pub fn passing_over_at_most(self, most: Duration) -> Queue {
         Queue {
             max_passed_over: most,
+            ..self
+        }
+    }
+
+    /// The queue storing a submission this host cannot run queued for
+    /// another server of the fleet (`[serve] accept_for_fleet`), where by
+    /// default it is refused.
+    pub fn accepting_for_fleet(self, accept_for_fleet: bool) -> Queue {
+        Queue {
+            accept_for_fleet,
             ..self
         }
     }
@@ -531,6 +552,12 @@ impl Queue {
         follows: Option<&crate::store::Follows>,
         cannot: NotHere,
     ) -> Result<JobRecord, SubmitError> {
+        // A server that is no front for a fleet (the default) refuses it,
+        // naming what is missing here, as `paddock run` would: queued, it
+        // would wait `max_passed_over` for a server that may not exist.
+        if !self.accept_for_fleet {
+            return Err(SubmitError::NotHere(cannot));
+        }
         let id = crate::job_ref::new_id();
         let mut record = JobRecord::new(&id, spec, OffsetDateTime::now_utc());
         let spec_json =

@@ -79,7 +79,8 @@ impl AppState {
                 config.submissions.clone(),
                 webhooks,
             )
-            .passing_over_at_most(config.max_passed_over),
+            .passing_over_at_most(config.max_passed_over)
+            .accepting_for_fleet(config.accept_for_fleet),
         );
         AppState {
             store,

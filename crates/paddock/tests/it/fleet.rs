@@ -1542,7 +1542,13 @@ async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs()
             "token": reference,
             "base_ref": job["repository"]["base_ref"].clone(),
         });
-        let allow = ["--allow-ref", &reference, "--allow-host", "127.0.0.1"];
+        let allow = [
+            "--allow-ref",
+            &reference,
+            "--allow-host",
+            "127.0.0.1",
+            "--accept-for-fleet",
+        ];
         let srv_a = Server::start_env(&a, &allow, &[("PADDOCK_DB", &db.db())]).await;
         let accepted = srv_a.submit(&job, 0).await;
         let status = accepted.status().as_u16();
@@ -1665,7 +1671,34 @@ async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() 
         let mut job = spec(&a, "T-W", TURN);
         let gone = a.path().join("gone.toml");
         job["upstream"]["scenario"] = Value::from(gone.display().to_string());
-        let srv_a = Server::start_env(&a, &[], &[("PADDOCK_DB", &db.db())]).await;
+        // Without --accept-for-fleet the server refuses what it cannot
+        // run, as `paddock run` does, and stores nothing.
+        let lone = Server::start_env(&a, &[], &[("PADDOCK_DB", &db.db())]).await;
+        let refused = lone.submit(&job, 0).await;
+        let refused = (refused.status().as_u16(), body::<Value>(refused).await);
+        let cannot = format!(
+            "upstream.scenario {}: cannot be read on this host (No such file or directory (os \
+             error 2)); the server that runs the job reads it there: put it at that path on \
+             this host for this server to run the job",
+            gone.display()
+        );
+        assert_eq!(
+            (
+                refused.0,
+                refused.1["code"].clone(),
+                refused.1["detail"].clone(),
+                db.open().await.jobs(10).await.unwrap().len()
+            ),
+            (
+                422,
+                Value::from("bad_input"),
+                Value::from(cannot.clone()),
+                0
+            )
+        );
+        drop(lone);
+        let srv_a =
+            Server::start_env(&a, &["--accept-for-fleet"], &[("PADDOCK_DB", &db.db())]).await;
         let accepted = srv_a.submit(&job, 0).await;
         let status = accepted.status().as_u16();
         let id = body::<JobRecord>(accepted).await.id;
@@ -1694,10 +1727,7 @@ async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() 
                         "job {id} waited passed over for 0 s, the most a job waits for a server \
                          able to run it (`[serve] max_passed_over_secs`), and no server that \
                          claimed it ran it; last, host {b_name} (jobs directory {b_host}) cannot \
-                         run it: upstream.scenario {}: cannot be read on this host (No such file \
-                         or directory (os error 2)); the server that runs the job reads it \
-                         there: put it at that path on this host for this server to run the job",
-                        gone.display()
+                         run it: {cannot}"
                     ))
                 ),
                 Some(b_host.clone()),

@@ -517,6 +517,7 @@ fn fleet_queue_of(host: &Host, refs: &[&str]) -> Queue {
         submissions,
         None,
     )
+    .accepting_for_fleet(true)
 }
 
 /// Whether a job in `status` has ended.
@@ -924,6 +925,29 @@ async fn a_submission_this_host_cannot_run_is_queued_for_another_and_a_wrong_one
                     .to_owned()
             ),
         ]
+    );
+
+    // A server that accepts nothing for the fleet (the default) refuses
+    // what it cannot run, naming what is missing here, and stores nothing.
+    let lone = fleet_queue_of(&host, &[unset]).accepting_for_fleet(false);
+    let stored = host.store.jobs(100).await.unwrap().len();
+    let mut refused = Vec::new();
+    for spec in &specs[..2] {
+        refused.push(match lone.submit(spec, 0, None).await {
+            Ok(record) => Ok(record.id),
+            Err(e @ SubmitError::NotHere(_)) => Err(e.to_string()),
+            Err(e) => Ok(format!("another error: {e}")),
+        });
+    }
+    let reason = |n: usize| {
+        let full = got[n].as_ref().unwrap().3.clone().unwrap();
+        let (_, why) = full.split_once(": ").unwrap();
+        why.trim_end_matches("; it stays queued for a server that can")
+            .to_owned()
+    };
+    assert_eq!(
+        (refused, host.store.jobs(100).await.unwrap().len()),
+        (vec![Err(reason(0)), Err(reason(1))], stored)
     );
 }
 
