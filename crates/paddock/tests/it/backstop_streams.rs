@@ -11,7 +11,8 @@
 //! printed at once, each slow to judge (a child process judges each):
 //! before, judging them one by one held the runner's loop, and the job's
 //! timeout acted only once all were judged; now the job is stopped at its
-//! timeout.
+//! timeout. And a judge that cannot start (the runner's binary deleted)
+//! judges a command denied: the job fails.
 
 use paddock_protocol::{EventBody, JobStatus};
 use paddock_test_support::prelude::*;
@@ -234,4 +235,52 @@ async fn a_flood_of_shell_calls_does_not_hold_the_jobs_timeout() {
     );
     // The 3 s and the job's own teardown, not the judging of every call.
     assert!(took.as_secs() < 20, "the job took {took:?}");
+}
+
+/// A judge that cannot start judges the command denied (fail closed): the
+/// job's engine deletes the `paddock` binary the runner runs from (a copy,
+/// on the `process` rung), so the judging child, that binary, cannot
+/// start, and reports a shell call of a command the profile allows; the
+/// job fails naming it, with `deny_commands` as its rule, and nothing is
+/// published.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_that_cannot_start_fails_the_job() {
+    let home = Home::new();
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let copy = bin.join("paddock");
+    std::fs::copy(paddock_bin(), &copy).unwrap();
+    let body = format!(
+        "echo change > changed.txt\nrm -f '{}'\n\
+         echo '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\n{}{END}\n",
+        copy.display(),
+        printing(&[completed(Some("item_1"), "echo allowed")])
+    );
+    let spec = stand_in_job(home.path(), "process", &body, 120);
+    under_profile(&spec, "id = \"deny-t\"\ndeny_commands = [\"make all\"]\n");
+    let cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    let cmd = cmd.as_std();
+    let mut run = tokio::process::Command::new(&copy);
+    run.args(cmd.get_args()).stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => run.env(k, v),
+            None => run.env_remove(k),
+        };
+    }
+    let out = run.output().await.unwrap();
+    let rec = record(&out);
+    let branches = git(
+        &home.path().join("repo"),
+        &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
+    );
+    let ran = "the engine ran `echo allowed`, which host profile `deny-t` denies \
+               (`deny_commands`, deny_commands), without the hook judging it: the hook failed \
+               open, so the job was stopped";
+    assert_eq!(
+        (rec.status, rec.reason.clone(), branches.trim().to_string()),
+        (JobStatus::Failed, Some(ran.to_string()), String::new()),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
