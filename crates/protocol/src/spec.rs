@@ -1344,6 +1344,25 @@ impl JobSpec {
         if self.ticket.title.trim().is_empty() {
             return Err(bad("ticket.title", "must not be empty".into()));
         }
+        // One line a pull request's title, a terminal and the dashboard
+        // show: a control character (an escape, a line break) or a
+        // bidirectional control (which shows the title's text reordered)
+        // is refused, named by its code point, never echoed.
+        if let Some((at, c)) = self
+            .ticket
+            .title
+            .char_indices()
+            .find(|(_, c)| c.is_control() || is_bidi_control(*c))
+        {
+            return Err(bad(
+                "ticket.title",
+                format!(
+                    "must be one line of plain text: U+{:04X} at byte {at} is a control \
+                     character or a bidirectional control",
+                    u32::from(c)
+                ),
+            ));
+        }
         if self.ticket.project.trim().is_empty() {
             return Err(bad("ticket.project", "must not be empty".into()));
         }
@@ -1799,6 +1818,16 @@ fn spec_files_in(dir: &Path) -> String {
     listed
 }
 
+/// A character that reorders the text shown after it (the bidirectional
+/// embeddings, overrides and isolates, the marks): in a title it makes
+/// what is shown differ from what is stored.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
 /// The longest a spec's text field may be, in bytes, unless
 /// [`TEXT_LIMITS`] says otherwise (names, models, paths, URLs, list items).
 pub const DEFAULT_TEXT_LIMIT: usize = 4_096;
@@ -2003,6 +2032,46 @@ scenario = "s.toml"
     fn parse(extra: &str) -> Result<JobSpec, String> {
         JobSpec::from_toml(&format!("{BASE}{extra}"), Path::new("spec.toml"))
             .map_err(|e| e.to_string())
+    }
+
+    /// A title is one line of plain text: an escape, a line break, a tab
+    /// or a bidirectional control is refused by its code point, never
+    /// echoed; other unicode (an accent composed or not) is kept.
+    #[test]
+    fn a_title_with_a_control_or_bidi_character_is_refused_by_its_code_point() {
+        let check = |title: &str| {
+            let quoted = serde_json::to_string(title).unwrap();
+            JobSpec::from_toml(
+                &BASE.replace("title = \"t\"", &format!("title = {quoted}")),
+                Path::new("spec.toml"),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        let refused = |cp: &str, at: usize| {
+            Err(format!(
+                "job spec spec.toml: field `ticket.title`: must be one line of plain text: {cp} at \
+                 byte {at} is a control character or a bidirectional control"
+            ))
+        };
+        assert_eq!(
+            [
+                check("fix \u{1b}[2J it"),
+                check("fix\nit"),
+                check("fix\tit"),
+                check("fix \u{202e}ti"),
+                check("fix \u{2066}it"),
+                check("caf\u{e9} and cafe\u{301}"),
+            ],
+            [
+                refused("U+001B", 4),
+                refused("U+000A", 3),
+                refused("U+0009", 3),
+                refused("U+202E", 4),
+                refused("U+2066", 4),
+                Ok(()),
+            ]
+        );
     }
 
     /// A ticket id refused for its shape says every rule, so that `-rf`

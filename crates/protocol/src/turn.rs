@@ -224,8 +224,19 @@ fn title(input: &str) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("turn");
-    let mut title: String = line.chars().take(120).collect();
-    if title.len() < line.len() {
+    // A title is one line of plain text (`JobSpec::validate`): the input's
+    // control characters (a tab, an escape) and bidirectional controls
+    // are left out of it.
+    let plain: String = line
+        .chars()
+        .filter(|c| !c.is_control() && !crate::spec::is_bidi_control(*c))
+        .collect();
+    let plain = plain.trim();
+    if plain.is_empty() {
+        return "turn".to_string();
+    }
+    let mut title: String = plain.chars().take(120).collect();
+    if title.len() < plain.len() {
         title.push('…');
     }
     title

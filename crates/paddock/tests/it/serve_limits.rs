@@ -292,3 +292,76 @@ fn server_end(ports: (u16, u16)) -> Option<(u64, bool)> {
         Some((queued, fields[9] != "0"))
     })
 }
+
+/// `POST /v1/jobs` with JSON no client should send: 10,000 nested arrays
+/// in a spec field, a lone surrogate (`\ud800`), overlong UTF-8 (`C0 AF`
+/// for `/`), a ticket id with a right-to-left override, and a title with
+/// an escape or one. Each is refused as `bad_input` (422) with the API's
+/// problem+json, nothing is recorded, and the server answers after them:
+/// no 500, no stack overflow, no control character stored. Before, the
+/// two titles were accepted and stored as sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn odd_json_and_unicode_in_a_submission_are_refused_and_the_server_lives() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let mut spec = crate::serve::spec(&home, "odd", crate::serve::TURN);
+    spec["ticket"]["title"] = serde_json::Value::from("MARK");
+    let text = spec.to_string();
+    let deep = text.replace(
+        "\"MARK\"",
+        &format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)),
+    );
+    let surrogate = text.replace("\"MARK\"", "\"a\\ud800b\"");
+    let mut overlong = text.replace("\"MARK\"", "\"a\u{1}b\"").into_bytes();
+    let at = overlong.iter().position(|b| *b == 1).unwrap();
+    overlong.splice(at..=at, [0xC0, 0xAF]);
+    let mut bidi = spec.clone();
+    bidi["ticket"]["id"] = serde_json::Value::from("T-\u{202e}1");
+    let mut escape = spec.clone();
+    escape["ticket"]["title"] = serde_json::Value::from("fix \u{1b}[2J it");
+    let mut rtl = spec.clone();
+    rtl["ticket"]["title"] = serde_json::Value::from("fix \u{202e}ti xif");
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("deep", deep.into_bytes()),
+        ("surrogate", surrogate.into_bytes()),
+        ("overlong", overlong),
+        ("bidi", bidi.to_string().into_bytes()),
+        ("escape", escape.to_string().into_bytes()),
+        ("rtl", rtl.to_string().into_bytes()),
+    ];
+    let mut seen = Vec::new();
+    for (name, body) in cases {
+        let resp = server
+            .client
+            .clone()
+            .post(server.url("/v1/jobs"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let problem: serde_json::Value =
+            serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or_default();
+        seen.push((name, status, problem["code"].as_str().map(str::to_string)));
+    }
+    let health = server.get("/healthz").await.status().as_u16();
+    let jobs: serde_json::Value = crate::serve::body(server.get("/v1/jobs").await).await;
+    assert_eq!(
+        (seen, health, jobs.to_string().contains("\"odd\"")),
+        (
+            vec![
+                ("deep", 422, Some("bad_input".to_string())),
+                ("surrogate", 422, Some("bad_input".to_string())),
+                ("overlong", 422, Some("bad_input".to_string())),
+                ("bidi", 422, Some("bad_input".to_string())),
+                ("escape", 422, Some("bad_input".to_string())),
+                ("rtl", 422, Some("bad_input".to_string())),
+            ],
+            200,
+            false
+        ),
+        "{}",
+        server.stderr()
+    );
+}
