@@ -886,6 +886,22 @@ impl JobSpec {
         let mut spec = JobSpec::json_only(text, origin)?;
         crate::network::drop_repeats(&mut spec.network.allow);
         spec.setup.drop_repeats();
+        // A spec stored before a title had to be one line of plain text
+        // (a turn's title kept its input's tabs) still loads: its control
+        // and bidirectional characters are left out as it is read.
+        if spec
+            .ticket
+            .title
+            .chars()
+            .any(|c| c.is_control() || is_bidi_control(c))
+        {
+            spec.ticket.title = spec
+                .ticket
+                .title
+                .chars()
+                .filter(|c| !c.is_control() && !is_bidi_control(*c))
+                .collect();
+        }
         spec.validate(origin)?;
         Ok(spec)
     }
@@ -2072,6 +2088,17 @@ scenario = "s.toml"
                 Ok(()),
             ]
         );
+    }
+
+    /// A spec stored before the rule, its title with a tab and an
+    /// override, still loads from the store, those left out.
+    #[test]
+    fn a_stored_spec_with_a_control_in_its_title_loads_without_it() {
+        let mut spec = parse("").unwrap();
+        spec.ticket.title = "fix\tit \u{202e}now".to_string();
+        let stored = serde_json::to_string(&spec).unwrap();
+        let loaded = JobSpec::from_stored(&stored, Path::new("the store")).unwrap();
+        assert_eq!(loaded.ticket.title, "fixit now");
     }
 
     /// A ticket id refused for its shape says every rule, so that `-rf`
