@@ -6812,7 +6812,15 @@ async fn a_forges_long_error_is_quoted_to_its_bound_after_the_failed_step() {
         (
             (paddock_protocol::JobStatus::Failed, Some(reason.clone())),
             (paddock_protocol::JobStatus::Failed, Some(reason.clone())),
-            vec![reason]
+            // The run's error, and the failed publish's note.
+            vec![
+                reason.clone(),
+                format!(
+                    "{reason}; the job is failed with this reason (`paddock publish {}` tries \
+                     again)",
+                    run.id
+                )
+            ]
         )
     );
 }
