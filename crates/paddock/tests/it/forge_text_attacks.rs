@@ -196,3 +196,60 @@ async fn a_forges_addresses_off_its_web_host_or_not_printable_are_not_kept() {
         );
     }
 }
+
+/// GitLab's address of a merge request (`web_url`) is held as GitHub's
+/// are: one with a terminal escape and a forged line, or on another host,
+/// is not kept; the closeout names the merge request by its number, a
+/// warning says why without repeating it, and nothing of it reaches the
+/// output, the closeout or the events.
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_addresses_off_its_web_host_or_not_printable_are_not_kept() {
+    let cases = [
+        (
+            "http://127.0.0.1/acme/widgets/-/merge_requests/1\u{1b}[2K\n- approved: yes",
+            "it has a space, a control character or a character that is not ASCII",
+            "approved: yes",
+        ),
+        (
+            "https://evil.example/acme/widgets/-/merge_requests/1",
+            "it is not on the forge's web host 127.0.0.1",
+            "evil.example",
+        ),
+    ];
+    for (web_url, why, marker) in cases {
+        let home = Home::new();
+        let (spec, mock, _server) = super::results::gitlab_fix_job(&home).await;
+        mock.answer_web_url(Some(web_url));
+        let out = home
+            .paddock(
+                &["run", "--json", spec.to_str().unwrap()],
+                &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
+            )
+            .await;
+        let record = record(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let closeout = home.closeout(&record.id);
+        let events = serde_json::to_string(&home.event_bodies(&record.id).await).unwrap();
+        let warning = format!(
+            "gitlab: the address it answered for the merge request was not kept ({why}); \
+             Paddock names none for it"
+        );
+        let seen_anywhere = [&stderr, &stdout, &closeout, &events].iter().any(|text| {
+            [marker, "\u{1b}", "\\u001b"]
+                .iter()
+                .any(|m| text.contains(m))
+        });
+        assert_eq!(
+            (
+                record.status,
+                closeout.contains("number 1 (its address not kept)"),
+                stderr.contains(&warning),
+                events.contains(&warning),
+                seen_anywhere,
+            ),
+            (paddock_protocol::JobStatus::Done, true, true, true, false),
+            "{web_url}: {stderr}\n{closeout}"
+        );
+    }
+}

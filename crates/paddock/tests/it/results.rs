@@ -3303,7 +3303,7 @@ fn with_gitlab(spec: &Path, api: &str, push_url: &str) {
 
 /// `paddock run --json SPEC [extra…]` with GitLab's token in its
 /// environment; the final record.
-async fn run_with_gitlab_token(
+pub async fn run_with_gitlab_token(
     home: &Home,
     spec: &Path,
     extra: &[&str],
@@ -3364,7 +3364,7 @@ async fn gitlab_setup(
 /// `gitlab_setup`'s repository as a stand-in job that fixes something
 /// (`fix.txt`), published to its GitLab mock and remote `widgets.git`:
 /// the spec, the mock and the git server (kept running).
-async fn gitlab_fix_job(
+pub async fn gitlab_fix_job(
     home: &Home,
 ) -> (
     PathBuf,
