@@ -93,13 +93,30 @@ pub enum Route {
 }
 
 impl Provider {
+    /// The name `provider` is refused by ([`ProviderError::NoKey`]) when
+    /// a spec names no key for it; `None` when it runs without one (a
+    /// cloud's own credentials, the scripted upstream). What
+    /// [`from_spec`](Self::from_spec) needs, which a server checks of a
+    /// submission before anything of its host is read.
+    pub fn key_needed(provider: ProviderKind) -> Option<&'static str> {
+        match provider {
+            ProviderKind::Openai => Some("openai"),
+            ProviderKind::Anthropic => Some("anthropic"),
+            ProviderKind::Vertex | ProviderKind::Bedrock | ProviderKind::Scripted => None,
+        }
+    }
+
     /// The provider of `spec` with its resolved `key` (none for
     /// `scripted`): cloud credentials are found here.
     pub async fn from_spec(
         spec: &UpstreamSpec,
         key: Option<Secret>,
     ) -> Result<Provider, ProviderError> {
-        let need = |provider| key.clone().ok_or(ProviderError::NoKey { provider });
+        let need = || {
+            key.clone().ok_or(ProviderError::NoKey {
+                provider: Provider::key_needed(spec.provider).unwrap_or_default(),
+            })
+        };
         Ok(match spec.provider {
             ProviderKind::Scripted => Provider::Scripted,
             ProviderKind::Vertex => {
@@ -114,20 +131,14 @@ impl Provider {
                 (Some(e), _) => Provider::Azure(AzureAuth::Entra(Arc::new(Entra::new(
                     &e.tenant_id,
                     &e.client_id,
-                    need("openai")?,
+                    need()?,
                     e.authority.as_deref(),
                     e.scope.as_deref(),
                 )?))),
-                (None, Some(KeyHeaderKind::ApiKey)) => {
-                    Provider::Azure(AzureAuth::ApiKey(need("openai")?))
-                }
-                (None, _) => Provider::OpenAi {
-                    key: need("openai")?,
-                },
+                (None, Some(KeyHeaderKind::ApiKey)) => Provider::Azure(AzureAuth::ApiKey(need()?)),
+                (None, _) => Provider::OpenAi { key: need()? },
             },
-            ProviderKind::Anthropic => Provider::Anthropic {
-                key: need("anthropic")?,
-            },
+            ProviderKind::Anthropic => Provider::Anthropic { key: need()? },
         })
     }
 

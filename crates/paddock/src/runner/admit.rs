@@ -224,11 +224,7 @@ pub async fn admit(
 /// refused at once. [`admit`] makes each check in its place.
 pub fn spec_own(spec: &JobSpec, prices: &PriceTable) -> Result<(), AdmitError> {
     use crate::broker::provider::ProviderError;
-    let needs_key = match spec.upstream.provider {
-        ProviderKind::Openai => Some("openai"),
-        ProviderKind::Anthropic => Some("anthropic"),
-        ProviderKind::Vertex | ProviderKind::Bedrock | ProviderKind::Scripted => None,
-    };
+    let needs_key = broker::Provider::key_needed(spec.upstream.provider);
     if let (Some(provider), None) = (needs_key, &spec.upstream.key) {
         return Err(AdmitError::Provider(ProviderError::NoKey { provider }));
     }
