@@ -73,18 +73,15 @@ pub fn path(s: &str) -> String {
 /// show the text around it in another order than it is, or show nothing
 /// for it.
 pub fn dangerous(c: char) -> bool {
-    c.is_control()
+    // A control character or a bidirectional control (the marks,
+    // embeddings, overrides and isolates): not plain text, by the one
+    // code-point rule a ticket title is held to.
+    !paddock_protocol::plain_text::is_plain(c)
         || matches!(
             c,
-            // Arabic letter mark, left-to-right and right-to-left marks.
-            '\u{061c}' | '\u{200e}' | '\u{200f}'
-            // Embeddings, pop, overrides.
-            | '\u{202a}'..='\u{202e}'
-            // Isolates and their pop.
-            | '\u{2066}'..='\u{2069}'
             // Zero-width space, word joiner, invisible operators, byte
             // order mark, Mongolian vowel separator: nothing shown.
-            | '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{180e}'
+            '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{180e}'
         )
 }
 

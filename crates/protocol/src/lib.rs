@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod lexical_path;
 pub mod network;
 pub mod parse_error;
+pub mod plain_text;
 pub mod results;
 pub mod spec;
 pub mod turn;

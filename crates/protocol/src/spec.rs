@@ -889,18 +889,8 @@ impl JobSpec {
         // A spec stored before a title had to be one line of plain text
         // (a turn's title kept its input's tabs) still loads: its control
         // and bidirectional characters are left out as it is read.
-        if spec
-            .ticket
-            .title
-            .chars()
-            .any(|c| c.is_control() || is_bidi_control(c))
-        {
-            spec.ticket.title = spec
-                .ticket
-                .title
-                .chars()
-                .filter(|c| !c.is_control() && !is_bidi_control(*c))
-                .collect();
+        if let std::borrow::Cow::Owned(plain) = crate::plain_text::line(&spec.ticket.title) {
+            spec.ticket.title = plain;
         }
         spec.validate(origin)?;
         Ok(spec)
@@ -1368,7 +1358,7 @@ impl JobSpec {
             .ticket
             .title
             .char_indices()
-            .find(|(_, c)| c.is_control() || is_bidi_control(*c))
+            .find(|(_, c)| !crate::plain_text::is_plain(*c))
         {
             return Err(bad(
                 "ticket.title",
@@ -1832,16 +1822,6 @@ fn spec_files_in(dir: &Path) -> String {
         listed.push_str(", …");
     }
     listed
-}
-
-/// A character that reorders the text shown after it (the bidirectional
-/// embeddings, overrides and isolates, the marks): in a title it makes
-/// what is shown differ from what is stored.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-    )
 }
 
 /// The longest a spec's text field may be, in bytes, unless

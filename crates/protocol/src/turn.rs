@@ -227,10 +227,7 @@ fn title(input: &str) -> String {
     // A title is one line of plain text (`JobSpec::validate`): the input's
     // control characters (a tab, an escape) and bidirectional controls
     // are left out of it.
-    let plain: String = line
-        .chars()
-        .filter(|c| !c.is_control() && !crate::spec::is_bidi_control(*c))
-        .collect();
+    let plain = crate::plain_text::line(line);
     let plain = plain.trim();
     if plain.is_empty() {
         return "turn".to_string();
