@@ -2,8 +2,10 @@
 //! byte goes upstream, for its server name: a CONNECT tunnel carries TLS
 //! only, its SNI must name the CONNECT authority's host, and a hello with
 //! Encrypted Client Hello is refused (its real server name is hidden, so
-//! it could reach any name the same front serves). The bytes read are
-//! kept, to be sent on unchanged.
+//! it could reach any name the same front serves), whichever code point
+//! carries it: the RFC's, or one of the drafts' that servers and clients
+//! shipped before it (ESNI, the ECH drafts: [`hides_the_server_name`]).
+//! The bytes read are kept, to be sent on unchanged.
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -14,6 +16,23 @@ const RECORD_HANDSHAKE: u8 = 22;
 const HANDSHAKE_CLIENT_HELLO: u8 = 1;
 const EXT_SERVER_NAME: u16 = 0;
 const EXT_ENCRYPTED_CLIENT_HELLO: u16 = 0xfe0d;
+
+/// Whether an extension of type `kind` carries an encrypted server name
+/// (or a part of an encrypted ClientHello): Encrypted Client Hello as
+/// published (`0xfe0d`) and the code points its drafts used before
+/// (`0xfe08`-`0xfe0c`, drafts 8 to 12; `0xff02`-`0xff0c`, draft 7 and
+/// what implementations of the next drafts sent), its
+/// `ech_outer_extensions` (`0xfd00`, which only an inner hello may hold)
+/// and the older Encrypted SNI (`encrypted_server_name`, `0xffce`,
+/// Cloudflare's and Firefox's in 2018-2020). A front that still reads any
+/// of them routes by a name the proxy cannot see, whatever the plain
+/// server name says. `0xff01` (`renegotiation_info`) is not among them.
+fn hides_the_server_name(kind: u16) -> bool {
+    matches!(
+        kind,
+        EXT_ENCRYPTED_CLIENT_HELLO | 0xfe08..=0xfe0c | 0xff02..=0xff0c | 0xfd00 | 0xffce
+    )
+}
 
 /// Why the tunnel's first bytes are not an acceptable ClientHello.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +45,11 @@ pub enum HelloError {
     TooLarge,
     #[error("the ClientHello uses Encrypted Client Hello, which hides the server name")]
     Encrypted,
+    /// An extension of an ECH draft or the older Encrypted SNI (its type).
+    #[error(
+        "the ClientHello has extension {0:#06x}, an encrypted server name (Encrypted SNI or an Encrypted Client Hello draft), which hides the server name"
+    )]
+    EncryptedDraft(u16),
     #[error("the connection closed inside the ClientHello")]
     Closed,
     #[error("reading the ClientHello: {0}")]
@@ -149,6 +173,7 @@ fn server_name(body: &[u8]) -> Result<Option<String>, HelloError> {
         seen.push(kind);
         match kind {
             EXT_ENCRYPTED_CLIENT_HELLO => return Err(HelloError::Encrypted),
+            other if hides_the_server_name(other) => return Err(HelloError::EncryptedDraft(other)),
             EXT_SERVER_NAME => name = Some(sni(data)?),
             _ => {}
         }
@@ -215,6 +240,19 @@ mod tests {
             .0,
             Err(HelloError::Encrypted)
         );
+        // The older Encrypted SNI and an ECH draft's code point too.
+        for kind in [0xffce, 0xfe0a] {
+            assert_eq!(
+                read(&client_hello(
+                    Some("pypi.org"),
+                    &[(kind, vec![0; 8])],
+                    16384
+                ))
+                .await
+                .0,
+                Err(HelloError::EncryptedDraft(kind))
+            );
+        }
         assert_eq!(
             read(b"SSH-2.0-OpenSSH_9.6\r\n").await.0,
             Err(HelloError::NotTls)

@@ -95,9 +95,12 @@ pub async fn relay(
                 direction(upstream, client, &down, Acks::QuickUntilBulk)
             )
         };
+        // The phase first: one that ended before the relay started (while
+        // the connection was being checked) cuts it before a byte moves.
         tokio::select! {
-            _ = both => false,
+            biased;
             _ = phase.changed() => true,
+            _ = both => false,
         }
     };
     Relayed {
@@ -118,8 +121,9 @@ pub async fn relay_down(
 ) -> Relayed {
     let down = AtomicU64::new(0);
     let cut = tokio::select! {
-        _ = direction(Socket(upstream), Socket(client), &down, Acks::QuickUntilBulk) => false,
+        biased;
         _ = phase.changed() => true,
+        _ = direction(Socket(upstream), Socket(client), &down, Acks::QuickUntilBulk) => false,
     };
     Relayed {
         up: 0,

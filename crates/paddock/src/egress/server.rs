@@ -3,8 +3,11 @@
 //! (once), check every address against the deny list, connect to a checked
 //! address, and for a tunnel check the ClientHello's server name before
 //! any byte goes upstream; then relay (or, to a credential's host,
-//! terminate: `super::terminate`). Whatever happens ends as one
-//! `EgressRecord`.
+//! terminate: `super::terminate`). Nothing of the job's goes upstream once
+//! the phase the connection was opened in has ended ([`phase_ended`]):
+//! not a request whose head or tunnel's ClientHello was still arriving at
+//! the switch, nor the rest of a request's body. Whatever happens ends as
+//! one `EgressRecord`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd as _;
@@ -389,6 +392,12 @@ async fn attempt(
     let kept = credential
         .as_ref()
         .is_some_and(|c| shared.pool.has(&c.name, record.phase));
+    // A head that was still arriving when the phase ended was checked
+    // against the list of a phase no longer in force.
+    if phase_ended(phase_rx) {
+        cut(record);
+        return Ok(());
+    }
     let mut upstream = if kept {
         None
     } else {
@@ -406,13 +415,20 @@ async fn attempt(
                     format!("no ClientHello within {:?}", limits.hello),
                 ))
             }
-            Ok(Err(e @ HelloError::Encrypted)) => {
+            Ok(Err(e @ (HelloError::Encrypted | HelloError::EncryptedDraft(_)))) => {
                 return Err(Refusal::silent("encrypted_client_hello", e.to_string()))
             }
             Ok(Err(e)) => return Err(Refusal::silent("not_tls", e.to_string())),
             Ok(Ok(sni)) => sni,
         };
         check_sni(&target.host, sni.as_deref())?;
+        // A tunnel left half-open at the switch (its ClientHello sent
+        // after it) carries nothing of the next phase.
+        if phase_ended(phase_rx) {
+            record.allowed = true;
+            cut(record);
+            return Ok(());
+        }
         if let Some(cred) = credential {
             let upstream = match upstream.take() {
                 Some(tcp) => Upstream::Fresh(tcp),
@@ -425,6 +441,10 @@ async fn attempt(
         return Err(Refusal::new(502, "connect", "no connection was made"));
     };
     record.allowed = true;
+    if phase_ended(phase_rx) {
+        cut(record);
+        return Ok(());
+    }
     if let Err(e) = upstream.write_all(&first).await {
         record.reason = Some(format!("the destination hung up: {e}"));
         return Ok(());
@@ -434,14 +454,28 @@ async fn attempt(
         // Whatever the job sends after the body (a second request on a
         // kept connection, h2c's frames after an upgrade) never reaches
         // the host: its next request comes on a new connection, checked.
+        // The body goes on only while the phase lasts: a setup request
+        // still sending at the switch is cut there, as a tunnel is.
         Some(framing) => {
             let sent = AtomicU64::new(0);
-            let passed = match framing {
-                Body::None => Ok(()),
-                Body::Length(n) => {
-                    body::copy_exact(client, &mut upstream, &mut rest, n, &sent).await
+            let body = async {
+                match framing {
+                    Body::None => Ok(()),
+                    Body::Length(n) => {
+                        body::copy_exact(client, &mut upstream, &mut rest, n, &sent).await
+                    }
+                    Body::Chunked => body::chunked(client, &mut upstream, &mut rest, &sent).await,
                 }
-                Body::Chunked => body::chunked(client, &mut upstream, &mut rest, &sent).await,
+            };
+            let passed = tokio::select! {
+                biased;
+                _ = phase_rx.changed() => None,
+                passed = body => Some(passed),
+            };
+            let Some(passed) = passed else {
+                record.bytes_up = (first.len() as u64).saturating_add(sent.into_inner());
+                cut(record);
+                return Ok(());
             };
             if let Err(why) = passed {
                 record.bytes_up = (first.len() as u64).saturating_add(sent.into_inner());
@@ -457,13 +491,25 @@ async fn attempt(
     record.bytes_up = (first.len() as u64).saturating_add(relayed.up);
     record.bytes_down = relayed.down;
     if relayed.cut {
-        record.rule = Some("phase_switch".into());
-        record.reason = Some(format!(
-            "opened in the {} phase, closed when it ended",
-            record.phase.as_str()
-        ));
+        cut(record);
     }
     Ok(())
+}
+
+/// Whether the phase the connection was opened in has ended (or the proxy
+/// stopped) since its record's phase was read: then nothing more of the
+/// job's goes upstream on it.
+fn phase_ended(phase_rx: &watch::Receiver<EgressPhase>) -> bool {
+    phase_rx.has_changed().unwrap_or(true)
+}
+
+/// The record of a connection closed because its phase ended.
+fn cut(record: &mut EgressRecord) {
+    record.rule = Some("phase_switch".into());
+    record.reason = Some(format!(
+        "opened in the {} phase, closed when it ended",
+        record.phase.as_str()
+    ));
 }
 
 /// `host:port` as a refusal names it, an IPv6 address in brackets.

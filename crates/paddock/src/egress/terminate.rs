@@ -170,6 +170,12 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
                 &reusable,
             );
             tokio::select! {
+                biased;
+                _ = phase_rx.changed() => {
+                    record.allowed = true;
+                    cut(record);
+                    return Ok(());
+                }
                 chosen = choose => match chosen {
                     Some(chosen) => chosen,
                     // The job left before its first request.
@@ -178,11 +184,6 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
                         return Ok(());
                     }
                 },
-                _ = phase_rx.changed() => {
-                    record.allowed = true;
-                    cut(record);
-                    return Ok(());
-                }
             }
         }
     };
@@ -247,9 +248,12 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
             let _ = job_w.shutdown().await;
             end
         };
+        // The phase first: a tunnel whose phase ended during its
+        // handshakes sends no request of the next phase to the host.
         tokio::select! {
-            (req, resp) = both(requests, responses) => (false, Some((req, resp))),
+            biased;
             _ = phase_rx.changed() => (true, None),
+            (req, resp) = both(requests, responses) => (false, Some((req, resp))),
         }
     };
     let mut keep = false;

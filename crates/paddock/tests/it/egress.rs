@@ -428,6 +428,80 @@ async fn a_tunnel_must_speak_tls_to_the_host_it_named() {
     assert_eq!(dest.connections(n).await, vec![Vec::<u8>::new(); n]);
 }
 
+/// A ClientHello whose plain server name is the CONNECT host but that
+/// also carries an encrypted server name in a code point other than the
+/// published ECH's: the older Encrypted SNI (`0xffce`), the ECH drafts'
+/// (`0xff02`, `0xfe08`-`0xfe0c`) and `ech_outer_extensions` (`0xfd00`).
+/// A front reading one of them routes by the hidden name, so each is
+/// refused like ECH, before a byte goes upstream. Before, only `0xfe0d`
+/// was, and each of these reached the destination (`sni_mismatch` guarded
+/// nothing: the plain name matched). The twin: GREASE (`0x0a0a`) and
+/// `renegotiation_info` (`0xff01`), ordinary extensions beside them in
+/// number, pass.
+#[tokio::test]
+async fn an_encrypted_server_name_of_any_draft_is_refused() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"ok")).await;
+    let port = dest.port();
+    let resolver = MockResolver::new().with("front.test", &["127.0.0.1"]);
+    let mut p = Proxy::agent(
+        &list(&[&format!("front.test:{port}")]),
+        &[dest.addr],
+        resolver,
+    )
+    .await;
+    let authority = format!("front.test:{port}");
+    let hidden: [u16; 10] = [
+        0xffce, 0xff02, 0xff03, 0xff0c, 0xfe08, 0xfe09, 0xfe0a, 0xfe0b, 0xfe0c, 0xfd00,
+    ];
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    for kind in hidden {
+        let (head, mut s) = p.tunnel(&authority).await;
+        let hello = client_hello(Some("front.test"), &[(kind, vec![0, 1, 2, 3])], 16384);
+        s.write_all(&hello).await.unwrap();
+        let _ = s.shutdown().await;
+        let mut back = Vec::new();
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+        got.push((head, back, p.record().await));
+        want.push((
+            "HTTP/1.1 200 Connection established\r\n\r\n".to_string(),
+            Vec::new(),
+            refused(
+                "front.test",
+                port,
+                Some(&dest.addr.to_string()),
+                "encrypted_client_hello",
+                &format!(
+                    "the ClientHello has extension {kind:#06x}, an encrypted server name (Encrypted SNI or an Encrypted Client Hello draft), which hides the server name"
+                ),
+            ),
+        ));
+    }
+    assert_eq!(got, want);
+    // Connected to (before the 200), sent nothing.
+    assert_eq!(
+        dest.connections(hidden.len()).await,
+        vec![Vec::<u8>::new(); hidden.len()]
+    );
+    for kind in [0x0a0a_u16, 0xff01] {
+        let (head, mut s) = p.tunnel(&authority).await;
+        assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+        let hello = client_hello(Some("front.test"), &[(kind, vec![0])], 16384);
+        s.write_all(&hello).await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+        assert_eq!(
+            (back, p.record().await),
+            (
+                b"ok".to_vec(),
+                allowed("front.test", port, dest.addr, hello.len() as u64, 2)
+            ),
+            "{kind:#06x}"
+        );
+    }
+}
+
 /// A server name is compared without regard to case (RFC 6066), as the
 /// CONNECT host is: Node's `tls` and Python's `ssl` send it as the program
 /// wrote it (`https://Registry.TEST/`), curl lowercases it. Each
@@ -981,6 +1055,213 @@ async fn a_setup_connection_does_not_live_into_the_agent_phase() {
         ("HTTP/1.1 403 Forbidden".into(), "allowlist".into())
     );
     assert_eq!(p.record().await.phase, EgressPhase::Agent);
+}
+
+/// What one connection to a [`Recorder`] received so far, and whether it
+/// ended.
+type Received = (Vec<u8>, bool);
+
+/// A destination recording what each connection (in the order accepted)
+/// has received so far and whether it ended, for probes that must see a
+/// connection while it is open.
+struct Recorder {
+    addr: SocketAddr,
+    conns: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Recorder {
+    async fn start() -> Recorder {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let log = conns.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let at = {
+                    let mut log = log.lock().unwrap();
+                    log.push((Vec::new(), false));
+                    log.len() - 1
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 65536];
+                    loop {
+                        let n = conn.read(&mut buf).await.unwrap_or(0);
+                        let mut log = log.lock().unwrap();
+                        if n == 0 {
+                            log[at].1 = true;
+                            break;
+                        }
+                        log[at].0.extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+        Recorder { addr, conns }
+    }
+
+    /// Connection `i` once `done` holds of it (what it received, ended).
+    async fn when(&self, i: usize, done: impl Fn(&Received) -> bool) -> Received {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                if let Some(c) = self.conns.lock().unwrap().get(i).filter(|c| done(c)) {
+                    return c.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("connection {i}: {:?}", self.conns.lock().unwrap()))
+    }
+
+    fn count(&self) -> usize {
+        self.conns.lock().unwrap().len()
+    }
+}
+
+/// A resolver that answers `127.0.0.1` for every name, each lookup only
+/// once the test releases it (and says when one is waiting).
+struct Gated {
+    waiting: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl Resolver for Gated {
+    async fn resolve(&self, _host: &str) -> std::io::Result<Vec<std::net::IpAddr>> {
+        self.waiting.notify_one();
+        self.release.notified().await;
+        Ok(vec!["127.0.0.1".parse().unwrap()])
+    }
+}
+
+/// Nothing of a setup connection reaches its host once the setup phase
+/// ended, wherever in its life the switch finds it: a plain request's body
+/// still arriving (its rest is not sent on), a tunnel left half-open
+/// (the `200` taken, its ClientHello sent after the switch: not sent
+/// on), and a request whose name was still resolving (checked against
+/// the setup list, but not sent). Before, only a relay that had started
+/// was cut: the body went on to its end in the agent phase, the late
+/// ClientHello and the late request reached the setup phase's host
+/// before the relay noticed the switch, and a live process of the setup
+/// could carry the agent phase's data to a host only setup may reach.
+/// Each is recorded as opened in the setup phase and cut by the switch.
+#[tokio::test]
+async fn nothing_of_a_setup_connection_goes_upstream_after_the_switch() {
+    let web = Recorder::start().await;
+    let tls = Recorder::start().await;
+    let late = Recorder::start().await;
+    let (wp, tp, lp) = (web.addr.port(), tls.addr.port(), late.addr.port());
+    let gate = Arc::new(Gated {
+        waiting: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    });
+    let mut p = Proxy::start(
+        &list(&[
+            &format!("web.test:{wp}"),
+            &format!("tls.test:{tp}"),
+            &format!("late.test:{lp}"),
+        ]),
+        &[],
+        &[web.addr, tls.addr, late.addr],
+        gate.clone(),
+        EgressPhase::Setup,
+    )
+    .await;
+    let cut = |host: &str, port: u16, method, address: Option<SocketAddr>, up: u64| EgressRecord {
+        method: Some(method),
+        address: address.map(|a| a.to_string()),
+        bytes_up: up,
+        phase: EgressPhase::Setup,
+        allowed: address.is_some(),
+        rule: Some("phase_switch".into()),
+        reason: Some("opened in the setup phase, closed when it ended".into()),
+        ..egress_record(host, port)
+    };
+
+    // A plain request's body: half sent in setup, the rest after.
+    let mut s = p.connect().await;
+    let head = format!(
+        "POST http://web.test:{wp}/up HTTP/1.1\r\nHost: web.test:{wp}\r\nContent-Length: 26\r\n\r\n"
+    );
+    s.write_all(format!("{head}sent in setup|").as_bytes())
+        .await
+        .unwrap();
+    gate.waiting.notified().await;
+    gate.release.notify_one();
+    let forwarded = format!(
+        "POST /up HTTP/1.1\r\nHost: web.test:{wp}\r\nContent-Length: 26\r\nconnection: close\r\n\r\nsent in setup|"
+    );
+    web.when(0, |c| c.0.len() >= forwarded.len()).await;
+    assert!(p.proxy.switch(EgressPhase::Agent));
+    let _ = s.write_all(b"agent phase!").await;
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    let body = (back, web.when(0, |c| c.1).await, p.record().await);
+    assert_eq!(
+        body,
+        (
+            Vec::new(),
+            (forwarded.clone().into_bytes(), true),
+            cut(
+                "web.test",
+                wp,
+                EgressMethod::Http,
+                Some(web.addr),
+                forwarded.len() as u64
+            )
+        )
+    );
+
+    // A tunnel whose ClientHello comes after the switch.
+    assert!(p.proxy.switch(EgressPhase::Setup));
+    let tunnel = async {
+        let (head, s) = p.tunnel(&format!("tls.test:{tp}")).await;
+        (head, s)
+    };
+    let ((head, mut s), ()) = tokio::join!(tunnel, async {
+        gate.waiting.notified().await;
+        gate.release.notify_one();
+    });
+    assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+    assert!(p.proxy.switch(EgressPhase::Agent));
+    let _ = s
+        .write_all(&client_hello(Some("tls.test"), &[], 16384))
+        .await;
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    assert_eq!(
+        (back, tls.when(0, |c| c.1).await, p.record().await),
+        (
+            Vec::new(),
+            (Vec::new(), true),
+            cut("tls.test", tp, EgressMethod::Connect, Some(tls.addr), 0)
+        )
+    );
+
+    // A request whose name resolves after the switch: no connection.
+    assert!(p.proxy.switch(EgressPhase::Setup));
+    let mut s = p.connect().await;
+    s.write_all(
+        format!("GET http://late.test:{lp}/late HTTP/1.1\r\nHost: late.test:{lp}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    gate.waiting.notified().await;
+    assert!(p.proxy.switch(EgressPhase::Agent));
+    gate.release.notify_one();
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    assert_eq!(
+        (back, p.record().await, late.count()),
+        (
+            Vec::new(),
+            cut("late.test", lp, EgressMethod::Http, None, 0),
+            0
+        )
+    );
 }
 
 /// On a Unix socket (to which the sandbox's forwarder hands the job's
