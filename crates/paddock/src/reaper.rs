@@ -71,6 +71,11 @@
 //! ([`Sightings`]) also waits the TTL on its own monotonic clock, from
 //! when it first saw that very heartbeat: a wall clock jumped forward past
 //! the TTL (or a host's clock far behind) never has live jobs reclaimed.
+//! A cancel a server records for another host's job whose heartbeat is
+//! already older than the TTL by its date ([`reclaim_cancelled`]) does
+//! not wait for that: the user asked for the job to end, its owner is dead
+//! by the rule above, and the reclaim's compare-and-set still leaves an
+//! owner that renewed meanwhile its job.
 //!
 //! The lease file appears only once it is locked (locked under a temporary
 //! name, then renamed), so the reaper never wins a race against a job that
@@ -691,6 +696,43 @@ pub async fn reclaim_others(
         }
     }
     (reclaimed, Vec::new())
+}
+
+/// Another host's running job `id` that a cancel was just asked of
+/// (`Store::request_cancel`, recorded first), reclaimed now when its
+/// heartbeat's date is more than the TTL before this host's wall clock:
+/// its owner is dead by the rule a reaper's pass judges by, so waiting
+/// for that pass (a server's waits the TTL again on its own clock) only
+/// leaves the job `running` for nobody. It ends `cancelled` as a reclaim
+/// ends it ([`cancelled_reason`]: who asked, when, and that its host was
+/// found dead; never queued again), by the same compare-and-set on its
+/// owner, that very heartbeat and the request (`Store::reclaim_job`), so
+/// an owner that renewed meanwhile keeps the job and stops it itself.
+/// The owner it was reclaimed from; `None` when it is not another host's
+/// running job, its heartbeat is not that old (or dated ahead), or its
+/// owner or another reaper came first.
+pub async fn reclaim_cancelled(
+    store: &dyn Store,
+    liveness: &Liveness,
+    id: &str,
+) -> Result<Option<Owner>, StoreError> {
+    let running = store.running_jobs().await?;
+    let Some(job) = running
+        .iter()
+        .find(|j| j.id == id && is_another_hosts(j, liveness))
+    else {
+        return Ok(None);
+    };
+    let Some((owner, beat)) = &job.owner else {
+        return Ok(None);
+    };
+    let now = OffsetDateTime::now_utc();
+    let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
+    if now - *beat <= ttl {
+        return Ok(None);
+    }
+    let reclaimed = reclaim_job(store, liveness, (id, job.queued), (owner, *beat), now).await?;
+    Ok(reclaimed.map(|_| owner.clone()))
 }
 
 /// The other hosts' heartbeats a server has watched: each job's last one

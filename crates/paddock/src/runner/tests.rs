@@ -842,6 +842,9 @@ impl crate::store::Store for FailingStore {
     async fn queue_depth(&self) -> Result<u64, StoreError> {
         self.inner.queue_depth().await
     }
+    async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        self.inner.still_queued(ids).await
+    }
     async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
         self.inner.job_counts().await
     }

@@ -27,6 +27,20 @@ use super::problem::Problem;
 pub struct Caller {
     pub token_id: String,
     pub scope: Scope,
+    /// The operator's name for the token (`paddock token create --name`),
+    /// any text.
+    pub token_name: Option<String>,
+}
+
+impl Caller {
+    /// The caller as the one who asks for a cancel.
+    pub fn asker(&self) -> super::asker::Asker {
+        super::asker::Asker {
+            token_id: self.token_id.clone(),
+            scope: self.scope,
+            token_name: self.token_name.clone(),
+        }
+    }
 }
 
 /// Why a request was refused.
@@ -143,6 +157,7 @@ impl Authenticator {
         Ok(Caller {
             token_id: stored.id,
             scope: stored.scope,
+            token_name: stored.name,
         })
     }
 }

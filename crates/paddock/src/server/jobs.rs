@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use paddock_protocol::{EngineKind, Isolation, JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 
+use super::auth::Caller;
 use super::extract::{json_object_text, Checked, JsonBody};
 use super::job_id::{check_query, JobId};
 use super::problem::Problem;
@@ -317,13 +318,17 @@ pub struct CancelAnswer {
 #[derive(Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct CancelOutcome {
     pub state: CancelState,
-    /// For `requested`: the name of the host whose process runs the job.
+    /// For `requested`: the name of the host whose process runs the job;
+    /// for `cancelled`, the host it ran on when that host was found dead
+    /// (null for a job cancelled while queued).
     pub host: Option<String>,
-    /// For `requested`: that host's jobs directory id (`<jobs>/.host-id`).
+    /// With `host`: that host's jobs directory id (`<jobs>/.host-id`).
     pub host_id: Option<String>,
 }
 
-/// `cancelled`: the job was queued and is cancelled now; `stopping`: this
+/// `cancelled`: the job was queued, or ran on another host whose heartbeat
+/// was already older than the TTL (that host dead: the job reclaimed), and
+/// is cancelled now; `stopping`: this
 /// server runs it and told it to stop (it concludes `cancelled`
 /// shortly); `requested`: another process runs it (another server on the
 /// store, or a `paddock run`): the request is recorded in the store and
@@ -347,14 +352,28 @@ pub enum CancelState {
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job has ended (`job_final`) or runs in a process that cannot be asked to stop (`job_elsewhere`)", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn cancel(State(state): State<AppState>, JobId(id): JobId) -> Result<Response, Problem> {
+pub async fn cancel(
+    State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
+    JobId(id): JobId,
+) -> Result<Response, Problem> {
     let outcome = |state| CancelOutcome {
         state,
         host: None,
         host_id: None,
     };
-    let (job, cancel) = match state.queue.cancel(&id).await? {
+    let (job, cancel) = match state.queue.cancel(&id, &caller.asker()).await? {
         Cancel::Dequeued(record) => (record, outcome(CancelState::Cancelled)),
+        // Its host found dead: reclaimed and cancelled now, `host` the
+        // host it ran on.
+        Cancel::Settled { record, owner } => (
+            record,
+            CancelOutcome {
+                state: CancelState::Cancelled,
+                host: Some(owner.name),
+                host_id: Some(owner.host),
+            },
+        ),
         Cancel::Signalled => (
             record_of(&state, &id).await?,
             outcome(CancelState::Stopping),
@@ -456,6 +475,7 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
     ))]
 pub async fn dispose(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     JobId(id): JobId,
 ) -> Result<Json<JobRecord>, Problem> {
     let me = &state.runner.config().liveness.owner;
@@ -464,10 +484,14 @@ pub async fn dispose(
         let status = record_of(&state, &id).await?.status;
         return Err(on_another_host(&id, &owner, status, false));
     }
-    match state.queue.cancel(&id).await? {
+    match state.queue.cancel(&id, &caller.asker()).await? {
         Cancel::NotFound => return Err(Problem::no_job(&id)),
         Cancel::Elsewhere => return Err(elsewhere(&id)),
-        Cancel::Signalled | Cancel::Requested(_) | Cancel::Dequeued(_) | Cancel::Final(_) => {}
+        Cancel::Signalled
+        | Cancel::Requested(_)
+        | Cancel::Settled { .. }
+        | Cancel::Dequeued(_)
+        | Cancel::Final(_) => {}
     }
     let deadline = tokio::time::Instant::now() + DISPOSE_WAIT;
     let record = loop {

@@ -16,6 +16,7 @@
 //! `/metrics`. [`router`] is where a route or a layer is added,
 //! [`AppState`] where what it needs is kept.
 
+pub mod asker;
 pub mod auth;
 mod body_deadline;
 mod config;

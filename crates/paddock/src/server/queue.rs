@@ -26,7 +26,11 @@
 //! compare-and-set to `cancelled`; a running one is signalled through its
 //! runner's cancel future, or, when another process runs it (another
 //! server on the store), the cancel is recorded in the store for its
-//! owner, which stops it when it next looks. Another task reclaims, every
+//! owner, which stops it when it next looks; an owner on another host
+//! whose heartbeat is already older than the TTL is dead, and its job is
+//! reclaimed `cancelled` there and then (`reaper::reclaim_cancelled`).
+//! The request names who asked (`asker.rs`: this server's host and the
+//! API token). Another task reclaims, every
 //! heartbeat interval, other hosts' running jobs whose heartbeat is older
 //! than the TTL and this host's whose lease nobody holds or that have no
 //! lease file at all, a claim older than the TTL (another server on this
@@ -48,6 +52,7 @@ use time::OffsetDateTime;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::asker::Asker;
 use super::hub::Hub;
 use super::slots::{SlotError, Slots};
 use super::submissions::{SubmissionError, Submissions};
@@ -248,6 +253,15 @@ pub enum Cancel {
     /// recorded in the store for `owner`, which stops the job when it next
     /// looks (`heartbeat::CANCEL_POLL`).
     Requested(Owner),
+    /// The job ran in another host's process whose heartbeat was already
+    /// older than the TTL (its host dead, by the rule a reaper judges
+    /// by): the cancel recorded, the job was reclaimed at once and is
+    /// `cancelled` now (`reaper::reclaim_cancelled`): its record, and the
+    /// host it ran on.
+    Settled {
+        record: JobRecord,
+        owner: Owner,
+    },
     /// The job runs in another process that cannot be asked (recorded
     /// before jobs had owners).
     Elsewhere,
@@ -1119,17 +1133,28 @@ impl Queue {
     }
 
     /// Forgets the refused jobs that have left the queue (run by another
-    /// server, cancelled).
+    /// server, cancelled), read in one query (`Store::still_queued`),
+    /// where before it was one read per job (a front server of a fleet
+    /// passes over every job it accepts, as many as are submitted). One
+    /// passed over meanwhile is kept; a read that fails forgets nothing
+    /// (before, it forgot the job, its wait counted afresh).
     async fn prune_refused(&self) {
         let ids: Vec<String> = locked(&self.refused).keys().cloned().collect();
-        for id in ids {
-            if let Ok(Some(record)) = self.store.job(&id).await {
-                if record.status == JobStatus::Queued {
-                    continue;
-                }
-            }
-            locked(&self.refused).remove(&id);
+        if ids.is_empty() {
+            return;
         }
+        let queued = match self.store.still_queued(&ids).await {
+            Ok(queued) => queued,
+            Err(e) => {
+                tracing::warn!(
+                    "serve: cannot read which jobs it passed over are still queued: {e}"
+                );
+                return;
+            }
+        };
+        let looked: std::collections::HashSet<String> = ids.into_iter().collect();
+        let queued: std::collections::HashSet<String> = queued.into_iter().collect();
+        locked(&self.refused).retain(|id, _| queued.contains(id) || !looked.contains(id));
     }
 
     /// A claimed job that cannot start: `failed` with `reason`.
@@ -1141,9 +1166,12 @@ impl Queue {
         }
     }
 
-    /// Cancels job `id`.
-    pub async fn cancel(&self, id: &str) -> Result<Cancel, StoreError> {
+    /// Cancels job `id`, asked by `asker` (recorded with a request through
+    /// the store, said in the reason of a job whose dead owner's reaper
+    /// ends it).
+    pub async fn cancel(&self, id: &str, asker: &Asker) -> Result<Cancel, StoreError> {
         let me = &self.runner.config().liveness.owner;
+        let by = asker.described(&me.name);
         // The owner a cancel through the store was recorded for.
         let mut requested = None;
         // A claim in flight (`running` in the store, not yet here) settles
@@ -1176,11 +1204,11 @@ impl Queue {
                 JobStatus::Running => {
                     if let Some(owner) = self
                         .store
-                        .request_cancel(id, &me.name, OffsetDateTime::now_utc())
+                        .request_cancel(id, &by, OffsetDateTime::now_utc())
                         .await?
                     {
                         if owner.host != me.host {
-                            return Ok(Cancel::Requested(owner));
+                            return Ok(self.settle_if_dead(id, owner).await);
                         }
                         requested = Some(owner);
                     }
@@ -1200,6 +1228,53 @@ impl Queue {
         // This host's job run by another process (a `paddock run` on the
         // same jobs directory) stops when it reads the request.
         Ok(requested.map_or(Cancel::Elsewhere, Cancel::Requested))
+    }
+
+    /// Another host's running job `id` that a cancel was just recorded
+    /// for (its `owner`): reclaimed now, `cancelled`, when that owner's
+    /// heartbeat is already older than the TTL (`reaper::reclaim_cancelled`,
+    /// a compare-and-set on the owner, that heartbeat and the request, so
+    /// an owner that renewed meanwhile keeps it and stops it itself), its
+    /// final record sent to the webhooks; otherwise left to the owner
+    /// ([`Cancel::Requested`]). Before, a cancel of a dead host's job
+    /// waited for this server's reaper pass, the TTL again on its own
+    /// clock. A reclaim that fails is logged: the request stays recorded,
+    /// and that pass ends the job.
+    async fn settle_if_dead(&self, id: &str, owner: Owner) -> Cancel {
+        let liveness = &self.runner.config().liveness;
+        match crate::reaper::reclaim_cancelled(&*self.store, liveness, id).await {
+            Ok(Some(from)) => match self.store.job(id).await {
+                Ok(Some(record)) => {
+                    tracing::warn!(
+                        "serve: job {id}: reclaimed from {} ({}), whose heartbeat was older than                          {} s, on the cancel asked of it: {}",
+                        from.name,
+                        from.host,
+                        liveness.ttl.as_secs_f64(),
+                        record.reason.as_deref().unwrap_or_default()
+                    );
+                    self.completed(id).await;
+                    // Its ticket has no running attempt any more.
+                    self.wake.notify_one();
+                    Cancel::Settled {
+                        record,
+                        owner: from,
+                    }
+                }
+                Ok(None) => Cancel::NotFound,
+                Err(e) => {
+                    tracing::warn!("serve: job {id}: reclaimed, and cannot be read back: {e}");
+                    self.completed(id).await;
+                    Cancel::Requested(owner)
+                }
+            },
+            Ok(None) => Cancel::Requested(owner),
+            Err(e) => {
+                tracing::warn!(
+                    "serve: job {id}: cannot reclaim it from its dead host on the cancel asked                      of it (the reaper's pass will): {e}"
+                );
+                Cancel::Requested(owner)
+            }
+        }
     }
 
     /// Reclaims, every heartbeat interval until the drain begins, the
@@ -1226,7 +1301,7 @@ impl Queue {
                 () = tokio::time::sleep(liveness.interval) => {}
                 () = self.draining.cancelled() => return,
             }
-            // Not every claim: one read per job passed over.
+            // Not every claim: one read of the jobs passed over.
             self.prune_refused().await;
             let (mut reclaimed, errors) =
                 crate::reaper::reclaim_others(&*self.store, &liveness, Some(&mut sightings)).await;

@@ -66,6 +66,7 @@ macro_rules! conformance_suite {
             a_claim_records_its_owner_and_heartbeat,
             a_claimer_puts_back_what_it_may_not_run_and_passes_it_over,
             a_claim_passes_over_more_jobs_than_a_statement_has_parameters,
+            which_of_more_jobs_than_a_statement_has_parameters_are_still_queued,
             a_cancel_asked_is_announced_to_the_subscribers,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             retried_reclaims_and_unclaims_know_their_own_commit,
@@ -1713,6 +1714,40 @@ pub(crate) async fn a_claim_passes_over_more_jobs_than_a_statement_has_parameter
                 .map_err(|e| e.to_string())
         ),
         (Ok(Some("q2".to_owned())), Ok(None))
+    );
+}
+
+/// Of the ids a server passed over, which are still queued jobs', read
+/// at once: a running, a cancelled and an unknown job's are not, and
+/// 70,000 ids (past either backend's most parameters of a statement: they
+/// are one JSON array parameter) are read as one. Before, a server read
+/// each passed-over job on its own every heartbeat interval.
+pub(crate) async fn which_of_more_jobs_than_a_statement_has_parameters_are_still_queued(
+    store: &dyn Store,
+) {
+    let at = datetime!(2026-12-02 05:00:01 UTC);
+    for (id, ticket, offset) in [("q1", "T-1", 0), ("q2", "T-2", 1), ("q3", "T-3", 2)] {
+        store
+            .enqueue_job(&queued(id, ticket, offset), "{}", 0, None)
+            .await
+            .unwrap();
+    }
+    let claimed = store.claim_job(&[], &host("alpha"), at, &[]).await.unwrap();
+    assert_eq!(claimed.map(|j| j.id), Some("q1".to_owned()));
+    let mut cancelled = queued("q3", "T-3", 2);
+    cancelled.status = JobStatus::Cancelled;
+    store
+        .finish_job(&cancelled, JobStatus::Queued)
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = (0..70_000).map(|i| format!("job-gone-{i}")).collect();
+    ids.extend(["q1", "q2", "q3"].map(String::from));
+    assert_eq!(
+        (
+            store.still_queued(&ids).await.map_err(|e| e.to_string()),
+            store.still_queued(&[]).await.map_err(|e| e.to_string()),
+        ),
+        (Ok(vec!["q2".to_owned()]), Ok(vec![]))
     );
 }
 

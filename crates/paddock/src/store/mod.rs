@@ -255,6 +255,12 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// How many jobs are `queued`.
     async fn queue_depth(&self) -> Result<u64, StoreError>;
 
+    /// Of jobs `ids`, those still `queued` (in no order), in one read
+    /// however many: the ids are one parameter, a JSON array, as a claim's
+    /// skip list is (a server forgets the jobs it passed over that left
+    /// the queue, every heartbeat interval).
+    async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
     /// How many jobs have each status, every status listed (zeros
     /// included), in `JobStatus` order.
     async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError>;

@@ -8,7 +8,9 @@
 //! through one server's API stops a job another server, or a `paddock
 //! run` of another home, runs, exactly as a local cancel stops it; a
 //! cancel asked of a job whose host then dies ends it `cancelled` when it
-//! is reclaimed, never queued again; a final record owed to the webhooks
+//! is reclaimed, never queued again, and one asked of a job whose host is
+//! already dead ends it `cancelled` at once, naming who asked; a final
+//! record owed to the webhooks
 //! is sent by a server whoever ended the job; a server that drains claims
 //! nothing more, and its peer runs what it left queued; a claim whose
 //! server died on another host before the job started is run once by the
@@ -633,7 +635,11 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
         let rec = srv.wait_for(&job.id, is_final).await;
         let asked = CancelRequest {
             at: store.cancel_requested(&job.id).await.unwrap().unwrap().at,
-            by: host_of(&a).1,
+            by: format!(
+                "{} (API token {}, scope admin)",
+                host_of(&a).1,
+                srv.token_id
+            ),
         };
         let dead_reason = reclaimed_reason(&dead, beat, Stale::Dated, &liveness(&a));
         assert_eq!(
@@ -647,6 +653,160 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
         // webhook by the server that reclaimed it.
         assert_eq!(store.queue_depth().await.unwrap(), 0);
         assert_one_signed_delivery(&srv, &received, secret, rec).await;
+        drop(srv);
+    }
+}
+
+/// A cancel through the API of a job whose host is already dead (its
+/// heartbeat older than the TTL when asked) settles it at once: the answer
+/// is `cancelled`, naming the host it ran on, with the final record,
+/// whose reason says who asked (the server's host and the API token: its
+/// id, scope and name) and that its host was found dead; its call in
+/// flight settled, its events dense, never queued again, its final record
+/// sent to the webhook. Before, the answer was `requested` and the job
+/// stayed `running` until the server's reaper pass had seen that
+/// heartbeat unchanged for the TTL (a minute here). Probe: a job whose
+/// owner renews its heartbeat is not settled by a cancel (`requested`,
+/// still `running`, the request recorded for its owner).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_of_a_job_whose_host_is_already_dead_settles_it_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let a = Home::new();
+        hosts_config(&a, "heartbeat_secs = 10\nheartbeat_ttl_secs = 60");
+        let store = created(&db).await;
+        let dead = Owner {
+            host: "d".repeat(32),
+            name: "dead-host".into(),
+        };
+        // Claimed by both before the server starts (its start-up reap
+        // would reclaim one an hour old first, and its scheduler could
+        // claim a job queued meanwhile), their heartbeats fresh.
+        let now = time::OffsetDateTime::now_utc();
+        let job = claimed_by(&store, &a, "T-D", &dead, now).await;
+        let alive = Owner {
+            host: "e".repeat(32),
+            name: "live-host".into(),
+        };
+        let live_job = claimed_by(&store, &a, "T-L", &alive, now).await;
+        let renewing = {
+            let (store, id, host) = (store.clone(), live_job.id.clone(), alive.host.clone());
+            tokio::spawn(async move {
+                loop {
+                    let now = time::OffsetDateTime::now_utc();
+                    assert!(store.heartbeat(&id, &host, now).await.unwrap());
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            })
+        };
+        let (hook, received) = hook_receiver().await;
+        let secret = "whsec-fleet-0123456789";
+        let srv = Server::start_env(
+            &a,
+            &[
+                "--webhook-url",
+                &hook,
+                "--webhook-secret",
+                "env:PADDOCK_TEST_HOOK_SECRET",
+            ],
+            &[
+                ("PADDOCK_DB", &db.db()),
+                ("PADDOCK_TEST_HOOK_SECRET", secret),
+            ],
+        )
+        .await;
+        let (host, name) = host_of(&a);
+        let liveness = Liveness {
+            owner: Owner {
+                host,
+                name: name.clone(),
+            },
+            interval: Duration::from_secs(10),
+            ttl: Duration::from_secs(60),
+            requeues: 1,
+            cancel_poll: Duration::from_secs(1),
+        };
+        let env = [("PADDOCK_DB", db.db())];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let out = a
+            .paddock(
+                &["token", "create", "--scope", "submit", "--name", "ci bot"],
+                &env,
+            )
+            .await;
+        assert!(out.status.success());
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let ci = super::serve::client_with(&token);
+        let cancel = |id: &str| ci.post(srv.url(&format!("/v1/jobs/{id}/cancel"))).send();
+
+        // Its host dead an hour since.
+        let old = now - time::Duration::hours(1);
+        assert!(store.heartbeat(&job.id, &dead.host, old).await.unwrap());
+        let resp = cancel(&job.id).await.unwrap();
+        assert_eq!(resp.status(), 202, "{}", srv.stderr());
+        let answer: Value = body(resp).await;
+        let asked = CancelRequest {
+            at: store.cancel_requested(&job.id).await.unwrap().unwrap().at,
+            by: format!(
+                "{name} (API token {}, scope submit, name \"ci bot\")",
+                super::serve::token_id(&token)
+            ),
+        };
+        let dead_reason = reclaimed_reason(&dead, old, Stale::Dated, &liveness);
+        let reason = cancelled_reason(&asked, &dead_reason);
+        let rec = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                answer["status"].as_str(),
+                answer["reason"].as_str(),
+                &answer["cancel"]
+            ),
+            (
+                Some("cancelled"),
+                Some(format!("{reason}{NOT_REQUEUED_CANCELLED}").as_str()),
+                &serde_json::json!({"state": "cancelled", "host": "dead-host", "host_id": dead.host})
+            ),
+            "{}",
+            srv.stderr()
+        );
+        assert_eq!(
+            ended(&store, &rec).await,
+            (
+                JobStatus::Cancelled,
+                Some(format!("{reason}{NOT_REQUEUED_CANCELLED}")),
+                vec![(Phase::Launching, None), (Phase::Cancelled, Some(reason))],
+                vec![(CallStatus::Interrupted, Some(RECLAIMED_CALL.to_owned()))],
+                Vec::<String>::new(),
+            )
+        );
+        nothing_lost(&store, &rec).await;
+        assert_eq!(store.queue_depth().await.unwrap(), 0);
+        assert_one_signed_delivery(&srv, &received, secret, rec).await;
+
+        // Its owner alive (renewing): the request is recorded for it, and
+        // nothing is settled here.
+        let job = live_job;
+        let resp = cancel(&job.id).await.unwrap();
+        assert_eq!(resp.status(), 202, "{}", srv.stderr());
+        let answer: Value = body(resp).await;
+        assert_eq!(
+            (answer["status"].as_str(), &answer["cancel"]),
+            (
+                Some("running"),
+                &serde_json::json!({"state": "requested", "host": "live-host", "host_id": alive.host})
+            )
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rec = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                rec.status,
+                store.cancel_requested(&job.id).await.unwrap().map(|c| c.by)
+            ),
+            (JobStatus::Running, Some(asked.by.clone()))
+        );
+        renewing.abort();
+        let _ = renewing.await;
         drop(srv);
     }
 }

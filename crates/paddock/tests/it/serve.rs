@@ -33,6 +33,14 @@ pub(crate) struct Server {
     stderr: Arc<Mutex<String>>,
     /// Sends an admin token with every request.
     pub(crate) client: reqwest::Client,
+    /// That token's public id.
+    pub(crate) token_id: String,
+}
+
+/// The public id of API token `token` (`pdk-api-<id>-<secret>`).
+pub(crate) fn token_id(token: &str) -> String {
+    let rest = token.strip_prefix("pdk-api-").unwrap();
+    rest.split_once('-').unwrap().0.to_owned()
 }
 
 /// A new API token of `scope` in `home`'s store (`paddock token create`).
@@ -85,7 +93,8 @@ impl Server {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Server {
-        let client = client_with(&token_env(home, "admin", env).await);
+        let admin = token_env(home, "admin", env).await;
+        let (client, token_id) = (client_with(&admin), token_id(&admin));
         let allowed = home.path().display().to_string();
         let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--allow-path", &allowed];
         all.extend_from_slice(allowances);
@@ -123,6 +132,7 @@ impl Server {
             base,
             stderr,
             client,
+            token_id,
         }
     }
 

@@ -391,7 +391,12 @@ pub async fn cancel(
 ) -> Result<Response, Refused> {
     let viewer = dash.viewer(&headers).await?;
     viewer.may_post(&headers, &form.csrf, Scope::Submit)?;
-    let outcome = state.queue.cancel(&id).await?;
+    let asker = crate::server::asker::Asker {
+        token_id: viewer.token_id.clone(),
+        scope: viewer.scope,
+        token_name: None,
+    };
+    let outcome = state.queue.cancel(&id, &asker).await?;
     tracing::info!(job = %id, token = %viewer.token_id, ?outcome, "dashboard: cancel");
     Ok(Redirect::to(&format!("/jobs/{}", percent(&id))).into_response())
 }

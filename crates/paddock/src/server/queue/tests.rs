@@ -330,7 +330,12 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
     let left = host.left();
     let mut cancelled = Vec::new();
     for id in [&submitted, &found] {
-        let Cancel::Dequeued(record) = queue.cancel(id).await.unwrap() else {
+        let asker = crate::server::asker::Asker {
+            token_id: "t".into(),
+            scope: crate::api_token::Scope::Submit,
+            token_name: None,
+        };
+        let Cancel::Dequeued(record) = queue.cancel(id, &asker).await.unwrap() else {
             panic!("job {id} was not dequeued");
         };
         cancelled.push((record.status, record.reason));

@@ -456,6 +456,10 @@ impl Store for PgStore {
         PgStore::queue_depth(self).await
     }
 
+    async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        retry::transient("still_queued", |_| PgStore::still_queued(self, ids)).await
+    }
+
     async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
         PgStore::job_counts(self).await
     }

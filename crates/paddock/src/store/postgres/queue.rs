@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use super::{PgStore, StoreError};
 use crate::store::sqlite::codec::RowRef;
 use crate::store::sqlite::jobs::{JobRow, SELECT};
-use crate::store::sqlite::queue::{claim_sql, every_status, skipped_json};
+use crate::store::sqlite::queue::{claim_sql, every_status, skipped_json, still_queued_sql};
 use crate::store::{JobQuery, Lane, Owner};
 
 /// The advisory lock key the claims share (`paddock` in ASCII).
@@ -67,6 +67,18 @@ impl PgStore {
             Some(id) => self.job(&id).await,
             None => Ok(None),
         }
+    }
+
+    /// Of jobs `ids`, those still `queued` (`Store::still_queued`).
+    pub(super) async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar::<_, String>(&still_queued_sql(SKIPPED))
+            .bind(skipped_json(ids)?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })
     }
 
     pub(super) async fn queue_depth(&self) -> Result<u64, StoreError> {

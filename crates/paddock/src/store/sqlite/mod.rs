@@ -441,6 +441,10 @@ impl Store for SqliteStore {
         SqliteStore::queue_depth(self).await
     }
 
+    async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        retry::transient("still_queued", |_| SqliteStore::still_queued(self, ids)).await
+    }
+
     async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
         SqliteStore::job_counts(self).await
     }

@@ -67,6 +67,18 @@ impl SqliteStore {
         }
     }
 
+    /// Of jobs `ids`, those still `queued` (`Store::still_queued`).
+    pub(super) async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar::<_, String>(&still_queued_sql(SQLITE_SKIPPED))
+            .bind(skipped_json(ids)?)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })
+    }
+
     /// How many jobs are `queued`.
     pub(super) async fn queue_depth(&self) -> Result<u64, StoreError> {
         let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 'queued'")
@@ -150,6 +162,15 @@ pub(in crate::store) fn claim_sql(
                AND r.project = q.project AND r.ticket_id = q.ticket_id){filter}{skip} \
            ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1{lock}) \
          RETURNING id"
+    )
+}
+
+/// The ids of the JSON array `$1` that are `queued` jobs' (`skipped` the
+/// backend's query of the ids in it, as `claim_sql`'s).
+pub(in crate::store) fn still_queued_sql(skipped: &str) -> String {
+    format!(
+        "SELECT id FROM jobs WHERE status = 'queued' AND id IN ({})",
+        skipped.replace("{}", "$1")
     )
 }
 
