@@ -41,7 +41,9 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
             errln!("paddock: {e}");
             return Ok(exit::CANCELLED);
         }
-        Err(e @ RepublishError::Store { .. }) => return Err(Failure::Internal(e.into())),
+        Err(e @ (RepublishError::Store { .. } | RepublishError::Unrecorded { .. })) => {
+            return Err(Failure::Internal(e.into()))
+        }
         Err(e) => return Err(Failure::BadInput(e.into())),
     };
     for warning in &published.warnings {

@@ -14,6 +14,12 @@
 //! merged (the next attempt starts on the base) or closed without a merge
 //! (it builds on the closed one's branch and session, on a pull request
 //! of its own; the closed one is never reopened) is asked of the forge.
+//!
+//! A refusal ([`BounceError`]) writes no event of the prior job: it is
+//! the next job's, which is not made, and is said to whoever asked (exit
+//! 2, the server's answer); the prior job is only read, and on a server
+//! any submitter may name any job (an event there would let one add to
+//! another's job).
 
 use std::path::Path;
 

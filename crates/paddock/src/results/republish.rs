@@ -29,7 +29,8 @@
 //! A job that ended before it was concluded (its workspace never
 //! provisioned, its engine never started: no patch, branch or closeout
 //! was made) has nothing to publish: refused naming the job and why it
-//! ended ([`RepublishError::NothingToPublish`]), and nothing is written.
+//! ended ([`RepublishError::NothingToPublish`]), and nothing is written
+//! (into the outbox, onto a forge) but the refusal's event.
 //!
 //! Cancellable (`paddock publish`'s Ctrl-C, SIGTERM, SIGHUP): a cancel
 //! before publishing begins changes nothing ([`RepublishError::Cancelled`]);
@@ -38,6 +39,20 @@
 //! process group, its scratch removed, a minted token revoked within 10 s
 //! or its record and the lease file left for the reaper), and the job is
 //! recorded as a failed publish of it would be.
+//!
+//! Nothing lost: each refusal of an ended job (disposed of, its spec
+//! not loading, nothing to publish, its bundle gone, cancelled before it
+//! began) is a non-fatal `error` event of the job of source
+//! [`PUBLISH_AGAIN`], as a failed publish is (held to its
+//! `max_event_bytes`; `paddock show` names it until a later publish
+//! succeeds), written under the job's lease, which is taken before any of
+//! them is decided. Three refusals write none, for a reason: a job not
+//! found has no events; a job not ended (`NotEnded`) and a lease held by
+//! another process (`Busy`: a publish, a reaper pass, the run's end) have
+//! a writer of their events, which numbers each as it writes it, so an
+//! event written beside it could take the number it is about to use and
+//! fail its write (and a publish retried while another runs would add one
+//! each time); the refusal is said to the caller, and the job is as it was.
 
 use std::path::Path;
 
@@ -98,6 +113,12 @@ pub enum RepublishError {
          removed; the job is unchanged (run its spec again)"
     )]
     Disposed { job_id: String, at: String },
+    /// A refusal above that could not be written as an event of the job.
+    #[error("{refusal} (and it could not be recorded as an event of the job: {source})")]
+    Unrecorded {
+        refusal: Box<RepublishError>,
+        source: StoreError,
+    },
     #[error("job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
     Lease {
         job_id: String,
@@ -159,27 +180,51 @@ pub async fn republish(
             status: record.status.as_str().to_string(),
         });
     }
+    let artifacts = artifacts_root.join(job_id);
+    // Another process holding the lease (a publish, the reaper, a run's
+    // end) numbers the job's events as it writes them: a refusal here
+    // writes none, which could take the number it is about to use.
+    let lease = Lease::take_to_publish(jobs_root, job_id)
+        .map_err(|source| RepublishError::Lease {
+            job_id: job_id.to_string(),
+            jobs_dir: jobs_root.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| RepublishError::Busy {
+            job_id: job_id.to_string(),
+            jobs_dir: jobs_root.to_path_buf(),
+        })?;
+    // From here on every refusal is an event of the job, written under
+    // its lease (`refuse`).
+    let default_max =
+        usize::try_from(paddock_protocol::spec::DEFAULT_MAX_EVENT_BYTES).unwrap_or(usize::MAX);
     // Its artifacts removed by a dispose: said so, not as a bundle gone
     // with its patch "kept".
     if let Some(at) = record.disposed_at {
-        return Err(RepublishError::Disposed {
+        let refusal = RepublishError::Disposed {
             job_id: job_id.to_string(),
             at: at
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_else(|_| at.to_string()),
-        });
+        };
+        return Err(refuse(store, job_id, lease, &artifacts, default_max, refusal).await);
     }
     let spec_text = store
         .job_spec(job_id)
         .await
         .map_err(store_err)?
         .unwrap_or_default();
-    let spec = JobSpec::from_stored(&spec_text, Path::new("the store")).map_err(|e| {
-        RepublishError::Spec {
-            job_id: job_id.to_string(),
-            message: e.to_string(),
+    let spec = match JobSpec::from_stored(&spec_text, Path::new("the store")) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let refusal = RepublishError::Spec {
+                job_id: job_id.to_string(),
+                message: e.to_string(),
+            };
+            return Err(refuse(store, job_id, lease, &artifacts, default_max, refusal).await);
         }
-    })?;
+    };
+    let max_event = usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX);
     // A job that ended before it was concluded (its source not a
     // repository, its engine not found, a setup that failed before the
     // engine ran...) made nothing to publish: no patch, no branch, no
@@ -202,23 +247,13 @@ pub async fn republish(
     .await
     .map_err(store_err)?;
     if !concluded {
-        return Err(RepublishError::NothingToPublish {
+        let refusal = RepublishError::NothingToPublish {
             job_id: job_id.to_string(),
             status: record.status.as_str().to_string(),
             reason: record.reason.clone().unwrap_or_default(),
-        });
+        };
+        return Err(refuse(store, job_id, lease, &artifacts, max_event, refusal).await);
     }
-    let artifacts = artifacts_root.join(job_id);
-    let lease = Lease::take_to_publish(jobs_root, job_id)
-        .map_err(|source| RepublishError::Lease {
-            job_id: job_id.to_string(),
-            jobs_dir: jobs_root.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| RepublishError::Busy {
-            job_id: job_id.to_string(),
-            jobs_dir: jobs_root.to_path_buf(),
-        })?;
     // What a killed publish of this job left.
     let (_, mut leftovers) = super::push::remove_leftover_pushes(&artifacts);
     leftovers.extend(
@@ -230,12 +265,10 @@ pub async fn republish(
     if cancel.is_cancelled() {
         // Nothing of this publish began: the lease goes as it came, unless
         // a token a killed publish left is still unrevoked.
-        if !super::tokens_left(&artifacts) {
-            let _ = lease.release();
-        }
-        return Err(RepublishError::Cancelled {
+        let refusal = RepublishError::Cancelled {
             job_id: job_id.to_string(),
-        });
+        };
+        return Err(refuse(store, job_id, lease, &artifacts, max_event, refusal).await);
     }
     // A job that failed only at publishing is published as what it was.
     let publishing_failed = super::conclude::failed_at_publishing(&record);
@@ -246,11 +279,8 @@ pub async fn republish(
         && !record.changed_files.is_empty()
         && (publishing_failed || record.status == JobStatus::Done)
     {
-        if !super::tokens_left(&artifacts) {
-            let _ = lease.release();
-        }
         let bundle = artifacts.join(BUNDLE);
-        return Err(RepublishError::BundleGone {
+        let refusal = RepublishError::BundleGone {
             job_id: job_id.to_string(),
             state: match bundle.exists() {
                 true => "is not a bundle git can read",
@@ -276,7 +306,8 @@ pub async fn republish(
                     )
                 }
             },
-        });
+        };
+        return Err(refuse(store, job_id, lease, &artifacts, max_event, refusal).await);
     }
     let mut ending = record.clone();
     if publishing_failed {
@@ -334,7 +365,6 @@ pub async fn republish(
     // the pull request, the closeout) is as that publish left it, and so
     // is its stored closeout. The failure is an event of the job, which
     // `paddock show` names, and `paddock publish` exits non-zero.
-    let max_event = usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX);
     let stays_done = record.status == JobStatus::Done && published.failure.is_some();
     let failure_noted;
     if stays_done {
@@ -448,6 +478,44 @@ pub async fn republish(
             .push(format!("cannot delete the job's lease file: {e}"));
     }
     Ok((stored, published))
+}
+
+/// `refusal` of the publish of job `job_id`, which holds `lease`, made an
+/// event of the job (a non-fatal `error` of source [`PUBLISH_AGAIN`], as a
+/// failed publish is, held to `max` bytes: `paddock show` names it until
+/// a later publish succeeds); then the lease goes, unless a token a
+/// killed publish left in `artifacts` is still unrevoked (the reaper's).
+/// The refusal, or [`RepublishError::Unrecorded`] when the event could
+/// not be written.
+async fn refuse(
+    store: &dyn Store,
+    job_id: &str,
+    lease: Lease,
+    artifacts: &Path,
+    max: usize,
+    refusal: RepublishError,
+) -> RepublishError {
+    let noted = append(
+        store,
+        job_id,
+        EventBody::Error {
+            message: refusal.to_string(),
+            source: Some(PUBLISH_AGAIN.to_string()),
+            fatal: false,
+        },
+        max,
+    )
+    .await;
+    if !super::tokens_left(artifacts) {
+        let _ = lease.release();
+    }
+    match noted {
+        Ok(()) => refusal,
+        Err(source) => RepublishError::Unrecorded {
+            refusal: Box::new(refusal),
+            source,
+        },
+    }
 }
 
 /// The source of the event a failed `paddock publish` of a `done` job
@@ -636,6 +704,113 @@ mod tests {
                 None,
                 Some("second".to_string()),
                 lines + 3
+            )
+        );
+    }
+
+    /// Each refusal of an ended job's publish is an event of the job
+    /// (source `paddock publish`, as a failed publish's; `paddock show`
+    /// names it): cancelled before it began, nothing to publish. One of a
+    /// job still running, or while another process holds the job's lease,
+    /// writes none (that process numbers the job's events); the lease a
+    /// refusal took is gone after it.
+    #[tokio::test]
+    async fn a_refused_publish_is_an_event_of_the_job_but_beside_another_writer() {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (artifacts, jobs) = (dir.path().join("artifacts"), dir.path().join("jobs"));
+        let spec = JobSpec::from_toml(
+            "[ticket]\nid = \"T-1\"\ntitle = \"t\"\n[repository]\npath = \"/r\"\n\
+             [engine]\nkind = \"codex\"\nmodel = \"gpt-5.5\"\n\
+             [upstream]\nprovider = \"scripted\"\nscenario = \"s.toml\"\n\
+             [limits]\nmax_event_bytes = 1024\n",
+            Path::new("job.toml"),
+        )
+        .unwrap();
+        let text = serde_json::to_string(&spec).unwrap();
+        let mut running = job("j0", 0);
+        running.status = JobStatus::Running;
+        let mut concluded = job("j1", 1);
+        concluded.status = JobStatus::Done;
+        let mut nothing = job("j2", 2);
+        nothing.status = JobStatus::Failed;
+        nothing.reason = Some("its source is no repository".into());
+        for j in [&running, &concluded, &nothing] {
+            store.insert_job(j, &text).await.unwrap();
+        }
+        let concluding = EventBody::Status {
+            phase: Phase::Concluding,
+            detail: None,
+        };
+        for id in ["j0", "j1"] {
+            store
+                .append_event(&event(id, 1, concluding.clone()))
+                .await
+                .unwrap();
+        }
+        let cancelled = CancellationToken::new();
+        cancelled.cancel();
+        let publish = |id: &'static str, cancel: CancellationToken| {
+            let (store, artifacts, jobs) = (&store, &artifacts, &jobs);
+            async move {
+                republish(store, id, (artifacts, jobs), &cancel)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+        };
+        let not_ended = publish("j0", cancelled.clone()).await;
+        let held = Lease::take_to_publish(&jobs, "j1").unwrap().unwrap();
+        let busy = publish("j1", cancelled.clone()).await;
+        held.release().unwrap();
+        drop(held);
+        let cancel = publish("j1", cancelled.clone()).await;
+        let made_nothing = publish("j2", CancellationToken::new()).await;
+        let mut events = Vec::new();
+        for id in ["j0", "j1", "j2"] {
+            events.push(
+                store
+                    .events(id, 0)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.body)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let refused = |message: &str| EventBody::Error {
+            message: message.into(),
+            source: Some(PUBLISH_AGAIN.into()),
+            fatal: false,
+        };
+        let cancel_said = "job j1: publishing was cancelled before it began (Ctrl-C, SIGTERM or \
+                           SIGHUP); the job is unchanged";
+        let nothing_said = "job j2: nothing to publish: it ended failed before its work was \
+                            concluded (its source is no repository), and kept no patch, branch \
+                            or closeout; run its spec again once that is fixed";
+        assert_eq!(
+            (
+                not_ended,
+                busy,
+                cancel,
+                made_nothing,
+                events,
+                std::fs::read_dir(jobs.join(".leases")).unwrap().count(),
+            ),
+            (
+                Err("job j0: it is still running; publish it when it has ended".to_string()),
+                Err(format!(
+                    "job j1: another process is publishing it (its lease in {} is held)",
+                    jobs.display()
+                )),
+                Err(cancel_said.to_string()),
+                Err(nothing_said.to_string()),
+                vec![
+                    vec![concluding.clone()],
+                    vec![concluding, refused(cancel_said)],
+                    vec![refused(nothing_said)],
+                ],
+                0,
             )
         );
     }

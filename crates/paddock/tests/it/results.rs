@@ -4805,8 +4805,9 @@ async fn the_next_attempt_of_a_head_based_job_asks_to_merge_into_the_priors_base
 
 /// `paddock publish` of a job that failed before it was concluded (here
 /// its source is no repository: nothing was provisioned) refuses, exit 2,
-/// naming the job and why it ended, and writes nothing: no closeout in
-/// its artifacts, the store or the outbox, not one request to the forge.
+/// naming the job and why it ended, and writes nothing but the refusal's
+/// event: no closeout in its artifacts, the store or the outbox, not one
+/// request to the forge.
 /// Before, it exited 0 and wrote a closeout of a job that made nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn paddock_publish_of_a_job_that_made_nothing_writes_nothing() {
@@ -4843,13 +4844,29 @@ async fn paddock_publish_of_a_job_that_made_nothing_writes_nothing() {
             home.store().await.job(&failed.id).await.unwrap().unwrap() == failed,
         ));
         let reason = failed.reason.clone().unwrap();
+        let said = format!(
+            "job {id}: nothing to publish: it ended failed before its work was concluded \
+             ({reason}), and kept no patch, branch or closeout; run its spec again once that is \
+             fixed",
+            id = failed.id
+        );
+        let last = home
+            .store()
+            .await
+            .events(&failed.id, 0)
+            .await
+            .unwrap()
+            .pop()
+            .map(|e| e.body);
         assert_eq!(
-            seen.last().unwrap().1,
-            format!(
-                "paddock: job {id}: nothing to publish: it ended failed before its work was \
-                 concluded ({reason}), and kept no patch, branch or closeout; run its spec again \
-                 once that is fixed\n",
-                id = failed.id
+            (seen.last().unwrap().1.clone(), last),
+            (
+                format!("paddock: {said}\n"),
+                Some(paddock_protocol::EventBody::Error {
+                    message: said.clone(),
+                    source: Some("paddock publish".into()),
+                    fatal: false,
+                })
             )
         );
     }
@@ -6408,18 +6425,50 @@ async fn paddock_publish_without_the_bundle_refuses_and_changes_nothing() {
             ),
         )
     };
+    // Each refusal is an event of the job, as a failed publish is, which
+    // `paddock show` names.
+    let noted: Vec<paddock_protocol::EventBody> = home
+        .store()
+        .await
+        .events(&failed.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .rev()
+        .take(2)
+        .rev()
+        .map(|e| e.body)
+        .collect();
+    let shown = home.paddock(&["show", &failed.id], &[]).await;
+    let event = |state: &str| paddock_protocol::EventBody::Error {
+        message: refused(state).1["paddock: ".len()..].trim_end().to_string(),
+        source: Some("paddock publish".into()),
+        fatal: false,
+    };
     assert_eq!(
         (
             said(&gone),
             said(&unreadable),
             home.store().await.job(&failed.id).await.unwrap().unwrap() == failed,
             mock.requests().len() - seen,
+            noted,
+            String::from_utf8_lossy(&shown.stdout)
+                .lines()
+                .filter_map(|l| l.strip_prefix("last paddock publish failed ("))
+                .filter_map(|l| l.split_once("): ").map(|(_, said)| said.to_string()))
+                .collect::<Vec<_>>(),
         ),
         (
             refused("is gone"),
             refused("is not a bundle git can read"),
             true,
-            0
+            0,
+            vec![event("is gone"), event("is not a bundle git can read")],
+            vec![
+                refused("is not a bundle git can read").1["paddock: ".len()..]
+                    .trim_end()
+                    .to_string()
+            ],
         )
     );
 }
