@@ -845,6 +845,28 @@ impl crate::store::Store for FailingStore {
     async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
         self.inner.still_queued(ids).await
     }
+    async fn pass_over(
+        &self,
+        id: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<crate::store::PassedOver>, StoreError> {
+        self.inner.pass_over(id, at).await
+    }
+    async fn mark_able(
+        &self,
+        id: &str,
+        owner: &crate::store::Owner,
+        at: time::OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.inner.mark_able(id, owner, at).await
+    }
+    async fn passed_over_queued(
+        &self,
+        lanes: &[crate::store::Lane],
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.passed_over_queued(lanes, limit).await
+    }
     async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
         self.inner.job_counts().await
     }

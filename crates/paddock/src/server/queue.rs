@@ -16,9 +16,14 @@
 //! `NotHere::of_admission`) is passed over before anything of it starts:
 //! back in the queue with the reason, for a server that may and can, and
 //! claimed again by this one after `RECHECK_PASSED_OVER`, to be looked at
-//! anew, until this server has passed it over for `max_passed_over` (the
-//! job queued all along, no server that claimed it able to run it), when
-//! it fails it with why. One whose stored spec no server can run
+//! anew, until it has waited passed over for `max_passed_over` since a
+//! server of the fleet first passed it over (the store's record, the
+//! same on every server and after a restart: `Store::pass_over`), no
+//! server that claimed it able to run it and none that can, but has no
+//! free slot, having said so lately (`Store::mark_able`, which a server
+//! whose slots are all taken writes every heartbeat interval for the
+//! passed-over jobs it can run), when the server passing it over fails
+//! it with why. One whose stored spec no server can run
 //! (unreadable, or refused for what it asks) fails. A submission is
 //! refused only for what is wrong with the spec wherever it runs
 //! (`Runner::spec_own`); one this host cannot run is stored `queued` for a
@@ -268,36 +273,44 @@ pub enum Cancel {
     NotFound,
 }
 
-/// When this server passed a queued job over: first (since it has been
-/// passing it over, the job queued all along) and last (its recheck
-/// counts from then).
-#[derive(Debug, Clone, Copy)]
-struct Passed {
-    first: Instant,
-    last: Instant,
-}
-
 /// The queue's clock for how long jobs have been passed over: the
-/// monotonic clock, or a test's.
+/// monotonic clock (when this server last passed a job over, its recheck
+/// counting from then) and the wall clock (when the fleet first passed
+/// it over and when a server said it can run it, kept in the store for
+/// every server), or both moved on by a test's.
 #[derive(Clone)]
-pub struct Clock(Arc<dyn Fn() -> Instant + Send + Sync>);
+pub struct Clock(Arc<dyn Fn() -> Duration + Send + Sync>);
 
 impl Clock {
-    /// A clock reading `now`.
-    pub fn new(now: impl Fn() -> Instant + Send + Sync + 'static) -> Clock {
-        Clock(Arc::new(now))
+    /// A clock reading `ahead()` past the real ones.
+    pub fn ahead_by(ahead: impl Fn() -> Duration + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(ahead))
     }
 
     fn now(&self) -> Instant {
-        (self.0)()
+        Instant::now() + (self.0)()
+    }
+
+    fn wall(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc() + (self.0)()
     }
 }
 
 impl Default for Clock {
     fn default() -> Clock {
-        Clock::new(Instant::now)
+        Clock::ahead_by(|| Duration::ZERO)
     }
 }
+
+/// How many of the oldest passed-over jobs a server with no free slot
+/// looks at each heartbeat interval to mark those it can run
+/// ([`Queue::mark_able`]).
+const MARK_MAX: u32 = 16;
+
+/// How many heartbeat TTLs a server's mark that it can run a job
+/// (`Store::mark_able`, renewed every heartbeat interval while it has no
+/// free slot) keeps the job from failing for its wait.
+const ABLE_FRESH_TTLS: u32 = 2;
 
 impl std::fmt::Debug for Clock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -318,11 +331,11 @@ pub struct Queue {
     submissions: Submissions,
     /// Queued jobs this server may not run (`submissions`) or cannot
     /// (`Runner::has_here`, `Runner::runs_here`, `NotHere::of_admission`),
-    /// each with when it was passed over: passed over by its claims for
-    /// `recheck` from the last time, and claimed again after that; failed
-    /// once `max_passed_over` has gone by since the first; forgotten once
-    /// they leave the queue.
-    refused: Mutex<HashMap<String, Passed>>,
+    /// each with when it last passed it over: passed over by its claims
+    /// for `recheck` from then, and claimed again after that; forgotten
+    /// once they leave the queue. When the fleet first passed it over is
+    /// the store's (`Store::pass_over`).
+    refused: Mutex<HashMap<String, Instant>>,
     /// How long a passed-over job is left before it is claimed again
     /// ([`RECHECK_PASSED_OVER`]).
     recheck: Duration,
@@ -586,14 +599,7 @@ impl Queue {
         let why = PassOver::Cannot(cannot);
         record.status = JobStatus::Queued;
         record.reason = Some(passed_over_reason(&id, me, &why));
-        let now = self.clock.now();
-        locked(&self.refused).insert(
-            id.clone(),
-            Passed {
-                first: now,
-                last: now,
-            },
-        );
+        locked(&self.refused).insert(id.clone(), self.clock.now());
         if let Err(e) = self
             .store
             .enqueue_job(&record, &spec_json, priority, follows)
@@ -601,6 +607,10 @@ impl Queue {
         {
             locked(&self.refused).remove(&id);
             return Err(e.into());
+        }
+        // Passed over from now on, for every server's count.
+        if let Err(e) = self.store.pass_over(&id, self.clock.wall()).await {
+            tracing::warn!("serve: job {id}: cannot record that it was passed over: {e}");
         }
         // A front server of a fleet does this for every job by design.
         tracing::info!("serve: {}", record.reason.as_deref().unwrap_or_default());
@@ -786,7 +796,7 @@ impl Queue {
             let now = self.clock.now();
             let skip: Vec<String> = locked(&self.refused)
                 .iter()
-                .filter(|(_, p)| now.saturating_duration_since(p.last) < self.recheck)
+                .filter(|(_, last)| now.saturating_duration_since(**last) < self.recheck)
                 .map(|(id, _)| id.clone())
                 .collect();
             let claimed = self
@@ -1033,20 +1043,12 @@ impl Queue {
     async fn pass_over(&self, mut record: JobRecord, why: &PassOver) {
         let me = &self.runner.config().liveness.owner;
         let id = record.id.clone();
-        let now = self.clock.now();
-        let first = {
-            let mut refused = locked(&self.refused);
-            let passed = refused.entry(id.clone()).or_insert(Passed {
-                first: now,
-                last: now,
-            });
-            passed.last = now;
-            passed.first
-        };
+        locked(&self.refused).insert(id.clone(), self.clock.now());
         // Passed over for long enough, no server that claimed it able to
-        // run it: failed with why, not queued for ever. A cancel asked of
-        // it meanwhile ends it `cancelled` below, as ever.
-        if now.saturating_duration_since(first) >= self.max_passed_over {
+        // run it and none that can saying so lately: failed with why, not
+        // queued for ever. A cancel asked of it meanwhile ends it
+        // `cancelled` below, as ever.
+        if self.waited_too_long(&id).await {
             if let Ok(Some(standing)) = self.store.claim_standing(&id).await {
                 if standing.cancel.is_none() {
                     locked(&self.refused).remove(&id);
@@ -1099,6 +1101,95 @@ impl Queue {
                 self.completed(&id).await;
             }
             Err(e) => tracing::warn!("serve: job {id}: cannot mark it cancelled: {e}"),
+        }
+    }
+
+    /// Whether job `id`, which this server passes over now, has waited
+    /// passed over for `max_passed_over` since a server of the fleet first
+    /// passed it over (the store's record, `Store::pass_over`: the same
+    /// on every server and after a restart, set now when none was), with
+    /// no server that can run it but had no free slot saying so within
+    /// [`ABLE_FRESH_TTLS`] heartbeat TTLs (`Store::mark_able`). Before,
+    /// each server counted from its own first pass, in its memory, and
+    /// failed the job while a busy server that could run it existed. A
+    /// store that cannot be read fails nothing.
+    async fn waited_too_long(&self, id: &str) -> bool {
+        let wall = self.clock.wall();
+        let standing = match self.store.pass_over(id, wall).await {
+            Ok(Some(standing)) => standing,
+            Ok(None) => return false,
+            Err(e) => {
+                tracing::warn!("serve: job {id}: cannot record that it was passed over: {e}");
+                return false;
+            }
+        };
+        let most = time::Duration::try_from(self.max_passed_over).unwrap_or(time::Duration::MAX);
+        if wall - standing.first < most {
+            return false;
+        }
+        let liveness = &self.runner.config().liveness;
+        let fresh =
+            time::Duration::try_from(liveness.ttl * ABLE_FRESH_TTLS).unwrap_or(time::Duration::MAX);
+        match standing.able {
+            Some((able, at)) if wall - at <= fresh => {
+                tracing::info!(
+                    "serve: job {id}: passed over for longer than {} s, but host {} (jobs \
+                     directory {}), which can run it, said so at {at} while it had no free slot: \
+                     it stays queued for it",
+                    self.max_passed_over.as_secs(),
+                    able.name,
+                    able.host
+                );
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// While every slot here is taken, marks the queued jobs that servers
+    /// of the fleet passed over (`Store::passed_over_queued`, the oldest
+    /// [`MARK_MAX`] this server's lanes take, each heartbeat interval) that
+    /// this server can run (`Queue::readmit` and `Runner::runs_here`, as
+    /// its claim would check them, nothing of them started) as such
+    /// (`Store::mark_able`), so the server that passes one over does not
+    /// fail it for its wait while this one is busy; once a slot is free
+    /// this server claims it. Jobs this server passed over itself are
+    /// not looked at (it cannot run them).
+    async fn mark_able(&self) {
+        if self.is_draining() || self.slots.running() < self.slots.capacity() {
+            return;
+        }
+        let ids = match self.store.passed_over_queued(&self.lanes, MARK_MAX).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!("serve: cannot list the queued jobs passed over: {e}");
+                return;
+            }
+        };
+        let me = &self.runner.config().liveness.owner;
+        for id in ids {
+            if locked(&self.refused).contains_key(&id) {
+                continue;
+            }
+            let record = match self.store.job(&id).await {
+                Ok(Some(record)) if record.status == JobStatus::Queued => record,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!("serve: job {id}: cannot read it: {e}");
+                    continue;
+                }
+            };
+            let can = match self.readmit(&record).await {
+                Ok(admitted) => self.runner.runs_here(&admitted).is_ok(),
+                Err(_) => false,
+            };
+            if can {
+                if let Err(e) = self.store.mark_able(&id, me, self.clock.wall()).await {
+                    tracing::warn!(
+                        "serve: job {id}: cannot mark it as one this server can run: {e}"
+                    );
+                }
+            }
         }
     }
 
@@ -1303,6 +1394,9 @@ impl Queue {
             }
             // Not every claim: one read of the jobs passed over.
             self.prune_refused().await;
+            // Busy: the passed-over jobs this server could run are marked
+            // so, for the servers passing them over.
+            self.mark_able().await;
             let (mut reclaimed, errors) =
                 crate::reaper::reclaim_others(&*self.store, &liveness, Some(&mut sightings)).await;
             for e in errors {

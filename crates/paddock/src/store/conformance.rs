@@ -67,6 +67,7 @@ macro_rules! conformance_suite {
             a_claimer_puts_back_what_it_may_not_run_and_passes_it_over,
             a_claim_passes_over_more_jobs_than_a_statement_has_parameters,
             which_of_more_jobs_than_a_statement_has_parameters_are_still_queued,
+            a_passed_over_job_keeps_its_first_pass_and_the_last_able_mark,
             a_cancel_asked_is_announced_to_the_subscribers,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             retried_reclaims_and_unclaims_know_their_own_commit,
@@ -1748,6 +1749,79 @@ pub(crate) async fn which_of_more_jobs_than_a_statement_has_parameters_are_still
             store.still_queued(&[]).await.map_err(|e| e.to_string()),
         ),
         (Ok(vec!["q2".to_owned()]), Ok(vec![]))
+    );
+}
+
+/// A job's first pass-over is kept whichever server passes it over
+/// after (`pass_over` returns it), the last mark of a server able to run
+/// it is the one kept, a job no longer queued takes no mark, and the
+/// queued passed-over jobs are listed oldest first, as a lane takes them.
+pub(crate) async fn a_passed_over_job_keeps_its_first_pass_and_the_last_able_mark(
+    store: &dyn Store,
+) {
+    let (a, b) = (host("alpha"), host("beta"));
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    for (id, ticket, offset) in [("q1", "T-1", 0), ("q2", "T-2", 1), ("q3", "T-3", 2)] {
+        store
+            .enqueue_job(&queued(id, ticket, offset), "{}", 0, None)
+            .await
+            .unwrap();
+    }
+    let first = store.pass_over("q2", t0).await.unwrap();
+    let again = store
+        .pass_over("q2", t0 + time::Duration::minutes(5))
+        .await
+        .unwrap();
+    store.pass_over("q1", t0).await.unwrap();
+    assert!(store.mark_able("q2", &a, t0).await.unwrap());
+    assert!(store
+        .mark_able("q2", &b, t0 + time::Duration::minutes(1))
+        .await
+        .unwrap());
+    let marked = store
+        .pass_over("q2", t0 + time::Duration::minutes(9))
+        .await
+        .unwrap();
+    let lane = |project: &str| crate::store::Lane {
+        task_types: vec![],
+        projects: vec![project.to_owned()],
+    };
+    let listed = (
+        store.passed_over_queued(&[], 10).await.unwrap(),
+        store.passed_over_queued(&[], 1).await.unwrap(),
+        store
+            .passed_over_queued(&[lane("acme/widgets")], 10)
+            .await
+            .unwrap(),
+        store
+            .passed_over_queued(&[lane("other")], 10)
+            .await
+            .unwrap(),
+    );
+    // Claimed: no longer queued, no mark, not listed.
+    let claimed = store.claim_job(&[], &a, t0, &[]).await.unwrap();
+    assert_eq!(claimed.map(|j| j.id), Some("q1".to_owned()));
+    let after_claim = (
+        store.mark_able("q1", &b, t0).await.unwrap(),
+        store.passed_over_queued(&[], 10).await.unwrap(),
+        store.pass_over("nope", t0).await.unwrap(),
+    );
+    let q2 =
+        |able: Option<(Owner, OffsetDateTime)>| Some(crate::store::PassedOver { first: t0, able });
+    assert_eq!(
+        (first, again, marked, listed, after_claim),
+        (
+            q2(None),
+            q2(None),
+            q2(Some((b.clone(), t0 + time::Duration::minutes(1)))),
+            (
+                vec!["q1".to_owned(), "q2".to_owned()],
+                vec!["q1".to_owned()],
+                vec!["q1".to_owned(), "q2".to_owned()],
+                vec![],
+            ),
+            (false, vec!["q2".to_owned()], None),
+        )
     );
 }
 

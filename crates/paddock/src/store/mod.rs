@@ -21,6 +21,7 @@ pub(crate) mod fixtures;
 mod follows;
 mod location;
 mod owner;
+mod passed_over;
 mod postgres;
 pub(crate) mod retry;
 mod sql;
@@ -42,6 +43,7 @@ pub use error::StoreError;
 pub use follows::Follows;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
 pub use owner::{CancelRequest, ClaimStanding, NextAttempt, Owner, Reclaim, RunningJob};
+pub use passed_over::PassedOver;
 pub use postgres::PgStore;
 pub use sql::usage::{UsageCalls, UsageJob};
 pub use sqlite::checkpoint::{checkpoint, checkpoint_blocking};
@@ -260,6 +262,36 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// skip list is (a server forgets the jobs it passed over that left
     /// the queue, every heartbeat interval).
     async fn still_queued(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
+    /// Records that job `id` was passed over at `at` (a server may not or
+    /// cannot run it: `store/passed_over.rs`) unless an earlier pass was
+    /// recorded, by any server: when it was first passed over and the
+    /// last mark of a server able to run it (`mark_able`). `None` when
+    /// there is no such job.
+    async fn pass_over(
+        &self,
+        id: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<PassedOver>, StoreError>;
+
+    /// Marks queued job `id` as one that server `owner` can run but has
+    /// no free slot for, at `at` (the last mark kept): a server passing
+    /// it over does not fail it for its wait while the mark is fresh.
+    /// False when it is not queued.
+    async fn mark_able(
+        &self,
+        id: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+
+    /// The `limit` oldest queued jobs some server passed over
+    /// (`pass_over`) that `lanes` take (none: every job).
+    async fn passed_over_queued(
+        &self,
+        lanes: &[Lane],
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
 
     /// How many jobs have each status, every status listed (zeros
     /// included), in `JobStatus` order.

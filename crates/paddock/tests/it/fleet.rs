@@ -1900,3 +1900,129 @@ async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() 
         drop((srv_a, srv_b));
     }
 }
+
+/// Polls job `id` through `srv` for up to `secs` seconds until `done`;
+/// the record then, or the last one read.
+async fn within(srv: &Server, id: &str, secs: u64, done: impl Fn(&JobRecord) -> bool) -> JobRecord {
+    let mut record = srv.job(id).await;
+    for _ in 0..secs * 10 {
+        if done(&record) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        record = srv.job(id).await;
+    }
+    record
+}
+
+/// How long a job waited passed over is the fleet's, kept in the store,
+/// and a server that can run a job but has no free slot says so. Worker
+/// W has job J's engine (a bare name on its PATH only) and one slot,
+/// taken by a gated job; front server A has neither J's engine nor J2's
+/// (found nowhere) and passes both over (`queued`, its reason). A
+/// restarted with `--max-passed-over-secs 2` some seconds later fails J2
+/// at its first pass, its wait counted from the first server's first
+/// pass (before, a restart counted afresh and J2 waited on), and leaves J
+/// queued; restarted with 0, it still leaves J queued: W marked it as one
+/// it can run while busy (before, A failed J at its first pass though W
+/// could run it). Once W's slot is free, W runs J to `done`. On SQLite
+/// and PostgreSQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_only_a_busy_server_can_run_waits_for_it_and_a_restart_keeps_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, w) = (Home::new(), Home::new());
+        hosts_config(&a, HOSTS);
+        hosts_config(&w, HOSTS);
+        let mut job = spec(&a, "T-J", TURN);
+        let stand_in = std::path::PathBuf::from(job["engine"]["binary"].as_str().unwrap());
+        let w_bin = w.path().join("bin");
+        std::fs::create_dir_all(&w_bin).unwrap();
+        let name = format!("paddock-codex-busy-{}", std::process::id());
+        std::fs::copy(&stand_in, w_bin.join(&name)).unwrap();
+        job["engine"]["binary"] = Value::from(name.as_str());
+        let mut nowhere = spec(&a, "T-N", TURN);
+        let none = format!("paddock-codex-nowhere-{}", std::process::id());
+        nowhere["engine"]["binary"] = Value::from(none.as_str());
+        let w_path = format!("{}:{}", w_bin.display(), std::env::var("PATH").unwrap());
+        let a_path = a.path().display().to_string();
+        let srv_w = Server::start_env(
+            &w,
+            &["--max-concurrent-jobs", "1", "--allow-path", &a_path],
+            &[("PADDOCK_DB", &db.db()), ("PATH", w_path.as_str())],
+        )
+        .await;
+        // W's one slot taken until the gate opens.
+        let scratch = tempfile::tempdir().unwrap();
+        let (marker, gate) = (scratch.path().join("busy"), scratch.path().join("gate"));
+        let busy = srv_w
+            .submit_ok(&spec(&w, "T-G", &gated(&marker, &gate)), 0)
+            .await;
+        appears(&marker).await;
+        let db_env = [("PADDOCK_DB", db.db())];
+        let db_env: Vec<(&str, &str)> = db_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let srv_a = Server::start_env(&a, &[], &db_env).await;
+        let (j, j2) = (
+            srv_a.submit_ok(&job, 0).await,
+            srv_a.submit_ok(&nowhere, 0).await,
+        );
+        for id in [&j, &j2] {
+            let passed = within(&srv_a, id, 30, |r| r.reason.is_some()).await;
+            assert_eq!(
+                (passed.status, passed.reason.is_some()),
+                (JobStatus::Queued, true),
+                "{}",
+                srv_a.stderr()
+            );
+        }
+        drop(srv_a);
+        // W marks J within a heartbeat interval (1 s); J2's first pass is
+        // over 2 s old.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let srv_a = Server::start_env(&a, &["--max-passed-over-secs", "2"], &db_env).await;
+        let failed = within(&srv_a, &j2, 10, |r| is_final(r.status)).await;
+        let (a_host, a_name) = host_of(&a);
+        assert_eq!(
+            (failed.status, failed.reason.clone()),
+            (
+                JobStatus::Failed,
+                Some(format!(
+                    "job {j2} waited passed over for 2 s, the most a job waits for a server \
+                     able to run it (`[serve] max_passed_over_secs`), and no server that \
+                     claimed it ran it; last, host {a_name} (jobs directory {a_host}) cannot \
+                     run it: engine codex: engine.binary `{none}` was not found on PATH (add its \
+                     directory to PATH, or set engine.binary to the executable's path)"
+                ))
+            ),
+            "{}",
+            srv_a.stderr()
+        );
+        drop(srv_a);
+        let srv_a = Server::start_env(&a, &["--max-passed-over-secs", "0"], &db_env).await;
+        // Claimed and passed over at its start; looked at again for 3 s.
+        let waited = within(&srv_a, &j, 3, |r| is_final(r.status)).await;
+        assert_eq!(
+            (waited.status, waited.reason.is_some()),
+            (JobStatus::Queued, true),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_w.stderr()
+        );
+        std::fs::write(&gate, "").unwrap();
+        let ran = srv_w.wait_for(&j, is_final).await;
+        let store = db.open().await;
+        assert_eq!(
+            (
+                srv_w.job(&busy).await.status,
+                ran.status,
+                ran.reason.clone(),
+                store.job_owner(&j).await.unwrap().map(|o| o.host),
+            ),
+            (JobStatus::Done, JobStatus::Done, None, Some(host_of(&w).0)),
+            "{}\n{}",
+            srv_a.stderr(),
+            srv_w.stderr()
+        );
+        drop((srv_a, srv_w));
+    }
+}

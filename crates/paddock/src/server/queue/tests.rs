@@ -972,7 +972,7 @@ async fn a_job_passed_over_past_the_limit_fails_with_why_and_an_unpriced_one_at_
     let skew = Arc::new(Mutex::new(Duration::ZERO));
     let clock = {
         let skew = Arc::clone(&skew);
-        Clock::new(move || Instant::now() + *skew.lock().unwrap())
+        Clock::ahead_by(move || *skew.lock().unwrap())
     };
     let limit = Duration::from_secs(3600);
     let queue = Arc::new(

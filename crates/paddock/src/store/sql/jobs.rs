@@ -8,7 +8,8 @@
 //! word the same on both backends.
 
 /// `insert_job_with_priority`, `insert_owned_job`, `job_follows`, `heartbeat`, `reclaim_job`, `running_jobs`,
-/// `request_cancel`, `unclaim_job`, `claimed_by`, `cancel_requested`, `job_owner`, `claim_standing` and `job_owners` for the store type `$store` (a
+/// `request_cancel`, `unclaim_job`, `claimed_by`, `cancel_requested`, `job_owner`, `claim_standing`, `job_owners`, and a passed-over job's
+/// `pass_over` and `mark_able` (`store/passed_over.rs`) for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
 macro_rules! jobs_queries {
@@ -18,6 +19,7 @@ macro_rules! jobs_queries {
             use paddock_protocol::job::JobRecord;
             use time::OffsetDateTime;
             use $crate::store::owner::{self, CancelRequest, Owner, Reclaim, RunningJob};
+            use $crate::store::passed_over;
             use $crate::store::sql::events::APPEND_NEXT;
             use $crate::store::sql::ledger;
             use $crate::store::sqlite::codec::RowRef;
@@ -221,6 +223,52 @@ macro_rules! jobs_queries {
                     }
                     tx.commit().await.map_err(failed)?;
                     Ok(true)
+                }
+
+                /// Records that job `id` was passed over at `at` unless an
+                /// earlier pass was (`passed_over::PASS_OVER`): where it
+                /// stands for the fleet, `None` when there is no such job.
+                pub(super) async fn pass_over(
+                    &self,
+                    id: &str,
+                    at: OffsetDateTime,
+                ) -> Result<Option<passed_over::PassedOver>, StoreError> {
+                    let row = RowRef::new("jobs", format!("job {id}"));
+                    sqlx::query_as::<_, passed_over::PassOverRow>(passed_over::PASS_OVER)
+                        .bind(id)
+                        .bind(row.time("passed_over_at", at)?)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::UpdateJob {
+                            job_id: id.to_owned(),
+                            source,
+                        })?
+                        .map(|r| passed_over::passed_over(id, r))
+                        .transpose()
+                }
+
+                /// Marks queued job `id` as one server `owner` can run, at
+                /// `at` (`passed_over::MARK_ABLE`): false when it is not
+                /// queued.
+                pub(super) async fn mark_able(
+                    &self,
+                    id: &str,
+                    owner: &Owner,
+                    at: OffsetDateTime,
+                ) -> Result<bool, StoreError> {
+                    let row = RowRef::new("jobs", format!("job {id}"));
+                    let done = sqlx::query(passed_over::MARK_ABLE)
+                        .bind(id)
+                        .bind(row.time("able_at", at)?)
+                        .bind(owner.host.as_str())
+                        .bind(owner.name.as_str())
+                        .execute(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::UpdateJob {
+                            job_id: id.to_owned(),
+                            source,
+                        })?;
+                    Ok(done.rows_affected() == 1)
                 }
 
                 /// Records a cancel of the running job `id` asked at `at` by

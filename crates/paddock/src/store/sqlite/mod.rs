@@ -445,6 +445,34 @@ impl Store for SqliteStore {
         retry::transient("still_queued", |_| SqliteStore::still_queued(self, ids)).await
     }
 
+    async fn pass_over(
+        &self,
+        id: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<crate::store::PassedOver>, StoreError> {
+        retry::transient("pass_over", |_| SqliteStore::pass_over(self, id, at)).await
+    }
+
+    async fn mark_able(
+        &self,
+        id: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        retry::transient("mark_able", |_| SqliteStore::mark_able(self, id, owner, at)).await
+    }
+
+    async fn passed_over_queued(
+        &self,
+        lanes: &[Lane],
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        retry::transient("passed_over_queued", |_| {
+            SqliteStore::passed_over_queued(self, lanes, limit)
+        })
+        .await
+    }
+
     async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
         SqliteStore::job_counts(self).await
     }

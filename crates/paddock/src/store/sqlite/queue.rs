@@ -79,6 +79,26 @@ impl SqliteStore {
             .map_err(|source| StoreError::ListJobs { source })
     }
 
+    /// The `limit` oldest queued jobs some server passed over that `lanes`
+    /// take (`Store::passed_over_queued`).
+    pub(super) async fn passed_over_queued(
+        &self,
+        lanes: &[Lane],
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let sql = crate::store::passed_over::passed_over_queued_sql(lanes, SQLITE_TASK_TYPE);
+        let mut query = sqlx::query_scalar::<_, String>(&sql).bind(i64::from(limit));
+        for lane in lanes {
+            for value in lane.task_types.iter().chain(&lane.projects) {
+                query = query.bind(value);
+            }
+        }
+        query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })
+    }
+
     /// How many jobs are `queued`.
     pub(super) async fn queue_depth(&self) -> Result<u64, StoreError> {
         let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 'queued'")
