@@ -10,6 +10,18 @@
 //! never overflow. Both sides of a terminated tunnel (the job's requests,
 //! the host's responses) also read their bytes and their chunked bodies'
 //! lines here ([`more`], [`line`]).
+//!
+//! A chunked body the job sends is passed on as sent, so its lines must
+//! end where every server ends them: a chunk-size line or a trailer line
+//! holding a bare LF or CR (or another control character) is refused
+//! ([`plain_line`]), as is a trailer line that is not a header field
+//! ([`trailer_field`]). A server that ends a line at a bare LF (Go's
+//! before 1.24.2, CVE-2025-22871, and other lenient parsers) would
+//! otherwise start a chunk's data where the proxy still reads its size
+//! line, and read a size of its own from what the proxy passes on as
+//! data: the body ends elsewhere for it than for the proxy, and a request
+//! the proxy reads next (on a credential's tunnel: given the real value)
+//! is a body to the host, or the other way round.
 
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
@@ -93,6 +105,30 @@ pub fn chunk_size(line: &[u8]) -> Option<u64> {
     u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
 }
 
+/// Whether a chunk-size or trailer line (without its CRLF) has no control
+/// character but a tab: no bare LF or CR, which a lenient server takes
+/// for the line's end, and no NUL.
+pub fn plain_line(line: &[u8]) -> bool {
+    line.iter()
+        .all(|b| *b == b'\t' || (*b >= 0x20 && *b != 0x7f))
+}
+
+/// Whether a trailer line (without its CRLF) is a header field: a token,
+/// `:`, a value of [`plain_line`] bytes. Not a folded line (starting with
+/// a space or tab), which RFC 9112 forbids, nor anything else a server
+/// could read as the start of its next request.
+pub fn trailer_field(line: &[u8]) -> bool {
+    let Some(colon) = line.iter().position(|b| *b == b':') else {
+        return false;
+    };
+    let name = &line[..colon];
+    !name.is_empty()
+        && name
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b))
+        && plain_line(&line[colon + 1..])
+}
+
 fn trim_ows(value: &[u8]) -> &[u8] {
     let start = value
         .iter()
@@ -146,6 +182,36 @@ mod tests {
                 Some(999_999_999_999_999_999),
                 None
             ]
+        );
+    }
+
+    #[test]
+    fn chunked_lines_hold_no_control_and_trailers_are_fields() {
+        let lines = [
+            "a;name=v",
+            "a;x=\"q\"\t",
+            "0;a\n",
+            "0;a\rb",
+            "0\0",
+            "0;\x7f",
+        ];
+        assert_eq!(
+            lines.map(|l| plain_line(l.as_bytes())),
+            [true, true, false, false, false, false]
+        );
+        let trailers = [
+            "x-t: 1",
+            "X-Sum:abc\t",
+            "GET /x HTTP/1.1",
+            " folded: x",
+            ": v",
+            "x t: 1",
+            "x-t: a\nb",
+            "x-t: a\rb",
+        ];
+        assert_eq!(
+            trailers.map(|l| trailer_field(l.as_bytes())),
+            [true, true, false, false, false, false, false, false]
         );
     }
 

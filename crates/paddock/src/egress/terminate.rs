@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::credential::Credential;
 use super::framing::{self, LineError};
-use super::head::{read_head, Head, HeadError};
+use super::head::{self, read_head, Head, HeadError};
 use super::pool::Kept;
 use super::quickack::QuickAck;
 use super::refusal::Refusal;
@@ -751,7 +751,12 @@ async fn line<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<Ve
     })
 }
 
-/// Passes on a chunked body: each chunk by its size, then the trailer.
+/// Passes on a chunked body: each chunk by its size, its data and the
+/// CRLF after it, then the trailer, every line read strictly (no bare LF
+/// or CR in a size line, the data ended by CRLF, trailer lines header
+/// fields: `framing::plain_line`, `framing::trailer_field`), so that
+/// the host ends the body where the proxy does. A line that is not is
+/// not sent on, and the request stops there.
 pub(super) async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     job: &mut R,
     host: &mut W,
@@ -762,17 +767,37 @@ pub(super) async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         let size_line = line(job, buf).await?;
         let size = framing::chunk_size(&size_line)
             .ok_or_else(|| "a chunk size is not hexadecimal".to_string())?;
+        if !framing::plain_line(&size_line) {
+            return Err(format!(
+                "a chunk-size line holds a control character (a bare LF or CR ends it early for some hosts): `{}`",
+                head::escape(&String::from_utf8_lossy(&size_line))
+            ));
+        }
         write(host, &[&size_line[..], b"\r\n"].concat(), up).await?;
         if size == 0 {
             loop {
                 let trailer = line(job, buf).await?;
+                if !trailer.is_empty() && !framing::trailer_field(&trailer) {
+                    return Err(format!(
+                        "a chunked body's trailer line is not a header field: `{}`",
+                        head::escape(&String::from_utf8_lossy(&trailer))
+                    ));
+                }
                 write(host, &[&trailer[..], b"\r\n"].concat(), up).await?;
                 if trailer.is_empty() {
                     return Ok(());
                 }
             }
         }
-        copy_exact(job, host, buf, size + 2, up).await?;
+        copy_exact(job, host, buf, size, up).await?;
+        let end = line(job, buf).await?;
+        if !end.is_empty() {
+            return Err(format!(
+                "a chunk's data of {size} bytes is not followed by CRLF (then `{}`)",
+                head::escape(&String::from_utf8_lossy(&end))
+            ));
+        }
+        write(host, b"\r\n", up).await?;
     }
 }
 
@@ -1080,6 +1105,73 @@ mod tests {
             (host, subs, end, get_subs),
             (want, 5, Ok(()), 1),
             "{get_host}"
+        );
+    }
+
+    /// A chunked body whose lines a lenient host ends elsewhere than the
+    /// proxy: a bare LF in a chunk extension (`3;x\nabc`: such a host
+    /// reads size 3, data `abc`, then a size `fff` from what the proxy
+    /// passed on as data, and takes the next request, with the real value
+    /// in it, for 4,095 bytes of this one's body, which it may store where
+    /// the job reads it), a chunk's data not followed by CRLF, a trailer
+    /// line that is no header field. Each stops the tunnel before the line
+    /// goes on, and the next request is never read. Before, all of it was
+    /// passed on and the next request got the value.
+    #[tokio::test]
+    async fn a_chunked_body_a_lenient_host_would_end_elsewhere_stops_the_tunnel() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let c = &creds.list[0];
+        let p = c.placeholder.clone();
+        let head =
+            "POST /a HTTP/1.1\r\nHost: git.corp.example\r\ntransfer-encoding: chunked\r\n\r\n";
+        let sent = "POST /a HTTP/1.1\r\nHost: git.corp.example\r\ntransfer-encoding: chunked\r\naccept-encoding: identity\r\n\r\n";
+        let next = format!(
+            "GET /v2/x HTTP/1.1\r\nHost: git.corp.example\r\nAuthorization: Bearer {p}\r\n\r\n"
+        );
+        let cases = [
+            (
+                "3;x\nabc\r\nfff\r\n0\r\n\r\n",
+                "",
+                "a chunk-size line holds a control character (a bare LF or CR ends it early for some hosts): `3;x\\nabc`",
+            ),
+            (
+                "3\r\nabcXY\r\n0\r\n\r\n",
+                "3\r\nabc",
+                "a chunk's data of 3 bytes is not followed by CRLF (then `XY`)",
+            ),
+            (
+                "0\r\nx-t: 1\nGET /s HTTP/1.1\r\n\r\n",
+                "0\r\n",
+                "a chunked body's trailer line is not a header field: `x-t: 1\\nGET /s HTTP/1.1`",
+            ),
+            (
+                "0\r\nGET /s HTTP/1.1\r\n\r\n",
+                "0\r\n",
+                "a chunked body's trailer line is not a header field: `GET /s HTTP/1.1`",
+            ),
+        ];
+        let mut got = Vec::new();
+        let mut want = Vec::new();
+        for (body, passed, why) in cases {
+            let input = format!("{head}{body}{next}");
+            got.push(through(c, input.as_bytes()).await);
+            want.push((format!("{sent}{passed}"), 0, Err(why.to_string())));
+        }
+        assert_eq!(got, want);
+        // The twin: the same requests framed strictly; the second gets
+        // the value.
+        let input = format!("{head}3;x\r\nabc\r\n0\r\nx-t: 1\r\n\r\n{next}");
+        let (host, subs, end) = through(c, input.as_bytes()).await;
+        assert_eq!(
+            (host, subs, end),
+            (
+                format!(
+                    "{sent}3;x\r\nabc\r\n0\r\nx-t: 1\r\n\r\nGET /v2/x HTTP/1.1\r\nHost: git.corp.example\r\nAuthorization: Bearer real-token-0123456789\r\naccept-encoding: identity\r\n\r\n"
+                ),
+                1,
+                Ok(())
+            )
         );
     }
 

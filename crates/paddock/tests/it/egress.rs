@@ -1071,6 +1071,12 @@ struct Recorder {
 
 impl Recorder {
     async fn start() -> Recorder {
+        Recorder::answering(None).await
+    }
+
+    /// With `answer`: once what a connection received ends with its
+    /// first text, the second is written back and the sending side shut.
+    async fn answering(answer: Option<(&'static str, &'static str)>) -> Recorder {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let conns = Arc::new(Mutex::new(Vec::new()));
@@ -1088,12 +1094,19 @@ impl Recorder {
                     let mut buf = [0u8; 65536];
                     loop {
                         let n = conn.read(&mut buf).await.unwrap_or(0);
-                        let mut log = log.lock().unwrap();
-                        if n == 0 {
-                            log[at].1 = true;
-                            break;
+                        let ends = {
+                            let mut log = log.lock().unwrap();
+                            if n == 0 {
+                                log[at].1 = true;
+                                break;
+                            }
+                            log[at].0.extend_from_slice(&buf[..n]);
+                            answer.filter(|(after, _)| log[at].0.ends_with(after.as_bytes()))
+                        };
+                        if let Some((_, text)) = ends {
+                            let _ = conn.write_all(text.as_bytes()).await;
+                            let _ = conn.shutdown().await;
                         }
-                        log[at].0.extend_from_slice(&buf[..n]);
                     }
                 });
             }
@@ -1260,6 +1273,81 @@ async fn nothing_of_a_setup_connection_goes_upstream_after_the_switch() {
             Vec::new(),
             cut("late.test", lp, EgressMethod::Http, None, 0),
             0
+        )
+    );
+}
+
+/// A plain request's chunked body is passed on only as strictly framed:
+/// a chunk extension holding a bare LF (`0;a\n\nGET /smuggled ...`: a
+/// host ending lines at a bare LF, as Go's did before CVE-2025-22871 was
+/// fixed, reads the body's end there and the rest as a second request,
+/// `Host: denied.test`, that no list checked) is not sent on; the
+/// request stops at that line and its record says why. Before, the whole
+/// of it reached the host. The twin: the same body strictly framed, with
+/// an extension and a trailer, reaches the host whole and its answer
+/// comes back.
+#[tokio::test]
+async fn a_chunked_body_a_lenient_host_would_end_early_is_not_passed_on() {
+    let answer = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let web = Recorder::answering(Some(("x-sum: 1\r\n\r\n", answer))).await;
+    let port = web.addr.port();
+    let resolver = MockResolver::new().with("web.test", &["127.0.0.1"]);
+    let mut p = Proxy::agent(&list(&[&format!("web.test:{port}")]), &[web.addr], resolver).await;
+    let head = format!(
+        "POST http://web.test:{port}/up HTTP/1.1\r\nHost: web.test:{port}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let sent = format!(
+        "POST /up HTTP/1.1\r\nHost: web.test:{port}\r\nTransfer-Encoding: chunked\r\nconnection: close\r\n\r\n"
+    );
+    let smuggling = "0;a\n\nGET /smuggled HTTP/1.1\nHost: denied.test\n\n\r\n\r\n";
+    let mut s = p.connect().await;
+    s.write_all(format!("{head}{smuggling}").as_bytes())
+        .await
+        .unwrap();
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    assert_eq!(
+        (back, web.when(0, |c| c.1).await, p.record().await),
+        (
+            Vec::new(),
+            (sent.clone().into_bytes(), true),
+            EgressRecord {
+                method: Some(EgressMethod::Http),
+                address: Some(web.addr.to_string()),
+                bytes_up: sent.len() as u64,
+                reason: Some(
+                    "a chunk-size line holds a control character (a bare LF or CR ends it early for some hosts): `0;a\\n\\nGET /smuggled HTTP/1.1\\nHost: denied.test\\n\\n`"
+                        .into()
+                ),
+                ..egress_record("web.test", port)
+            }
+        )
+    );
+
+    let strict = "5;a=b\r\nhello\r\n0\r\nx-sum: 1\r\n\r\n";
+    let mut s = p.connect().await;
+    s.write_all(format!("{head}{strict}").as_bytes())
+        .await
+        .unwrap();
+    let whole = format!("{sent}{strict}");
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    assert_eq!(
+        (
+            String::from_utf8(back).unwrap(),
+            web.when(1, |c| c.1).await,
+            p.record().await
+        ),
+        (
+            answer.to_string(),
+            (whole.clone().into_bytes(), true),
+            EgressRecord {
+                method: Some(EgressMethod::Http),
+                address: Some(web.addr.to_string()),
+                bytes_up: whole.len() as u64,
+                bytes_down: answer.len() as u64,
+                ..egress_record("web.test", port)
+            }
         )
     );
 }
