@@ -27,6 +27,25 @@ pub fn rule_in(text: &str) -> Option<String> {
     Some(text[start..end].to_string())
 }
 
+/// What a `policy` event made from the files the engine left once it had
+/// exited (Codex's rollouts) says of itself: the job could write those
+/// files (a rollout of any text), so what they hold is the engine's
+/// report, not anything Paddock saw happen.
+pub const REPORTED_IN_FILES: &str =
+    "as the engine's session files report it, which the job could write";
+
+/// `event`, a `policy` event of a refusal read from the files the engine
+/// left, saying [`REPORTED_IN_FILES`] after its message.
+pub fn reported_in_files(event: EventBody) -> EventBody {
+    match event {
+        EventBody::Policy { rule, message } => EventBody::Policy {
+            rule,
+            message: format!("{message} ({REPORTED_IN_FILES})"),
+        },
+        other => other,
+    }
+}
+
 /// The most refused calls an adapter takes from the files its engine
 /// left ([`FoundAfter`]): an engine's session records a handful, and the
 /// job can write millions there, each of which Paddock held in its
@@ -129,5 +148,23 @@ mod tests {
             ..own
         };
         assert_eq!(profile.refusal_event(EngineKind::Codex), None);
+    }
+
+    /// A refusal read from the engine's files says it is the engine's
+    /// report, from files the job could write.
+    #[test]
+    fn a_refusal_from_the_engines_files_says_so() {
+        assert_eq!(
+            reported_in_files(EventBody::Policy {
+                rule: "codex".into(),
+                message: "codex refused `rm -f a` on its own: no".into(),
+            }),
+            EventBody::Policy {
+                rule: "codex".into(),
+                message: "codex refused `rm -f a` on its own: no (as the engine's session files \
+                          report it, which the job could write)"
+                    .into(),
+            }
+        );
     }
 }

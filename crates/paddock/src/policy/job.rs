@@ -184,22 +184,22 @@ impl JobPolicy {
         RecordTail::new(record_path(meta))
     }
 
-    /// The denials not yet reported: new hook records, then those of
+    /// The denials not yet reported: new hook records, and those of
     /// `found` (what the engine reported, read by its adapter from a line
     /// of its stream or, once it has exited, from the files it left) made
-    /// under the profile, each call once.
+    /// under the profile, each call once (a call the hook recorded is
+    /// the hook's).
     pub fn new_denials(
         &self,
         tail: &mut RecordTail,
         found: Vec<EngineDenial>,
-    ) -> Vec<DenialRecord> {
-        let mut out = tail.poll();
+    ) -> (Vec<DenialRecord>, Vec<DenialRecord>) {
+        let hooks = tail.poll();
         let records = found
             .into_iter()
             .filter_map(|d| denials::from_engine(d, &self.matcher))
             .collect();
-        out.extend(tail.unseen(records));
-        out
+        (hooks, tail.unseen(records))
     }
 
     /// The `policy` event for one denial.

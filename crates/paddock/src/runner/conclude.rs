@@ -72,12 +72,15 @@ pub(super) async fn outcome(
             crate::engines::FoundAfter::default()
         }
     };
+    // Each read from files the job could write: the engine's report, and
+    // its event says so (`denial::REPORTED_IN_FILES`).
     for event in found
         .denials
         .iter()
         .filter_map(|d| d.refusal_event(adapter.kind()))
     {
-        em.emit_job(event).await?;
+        em.emit_job(crate::engines::denial::reported_in_files(event))
+            .await?;
     }
     if found.more > 0 {
         em.error(
@@ -93,8 +96,15 @@ pub(super) async fn outcome(
         .await?;
     }
     if let (Some(p), Some(tail)) = (&job.policy, torn.denials.as_mut()) {
-        for denial in p.new_denials(tail, found.denials) {
-            em.emit_job(p.denial_event(&denial)).await?;
+        let (hooks, reported) = p.new_denials(tail, found.denials);
+        for denial in &hooks {
+            em.emit_job(p.denial_event(denial)).await?;
+        }
+        for denial in &reported {
+            em.emit_job(crate::engines::denial::reported_in_files(
+                p.denial_event(denial),
+            ))
+            .await?;
         }
     }
     let exit_code = torn.exit.code();

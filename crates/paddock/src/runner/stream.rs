@@ -314,8 +314,9 @@ async fn on_line(
         }
     }
     if let (Some(p), Some(tail)) = (&job.policy, run.denials.as_mut()) {
-        for denial in p.new_denials(tail, found) {
-            em.emit_job(p.denial_event(&denial)).await?;
+        let (hooks, reported) = p.new_denials(tail, found);
+        for denial in hooks.iter().chain(&reported) {
+            em.emit_job(p.denial_event(denial)).await?;
         }
     }
     Ok(())

@@ -1400,7 +1400,9 @@ async fn a_denied_program_is_absent_from_a_sandboxed_job() {
 
 /// Codex refusing a command on its own (its `rm -f` safety check), which
 /// its `--json` stream does not show, is a `policy` event all the same,
-/// with or without a host profile; the command did not run.
+/// with or without a host profile, saying it is the engine's report from
+/// its session files (which the job could write); the command did not
+/// run.
 #[tokio::test]
 async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
     if paddock_test_support::prelude::engine("codex").is_none() {
@@ -1431,7 +1433,7 @@ async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
         (
             vec![EventBody::Policy {
                 rule: "codex".into(),
-                message: "codex refused `rm -f README.md` on its own: rm -f style commands are not permitted. Use a safer approach".into(),
+                message: "codex refused `rm -f README.md` on its own: rm -f style commands are not permitted. Use a safer approach (as the engine's session files report it, which the job could write)".into(),
             }],
             Some(vec![])
         )

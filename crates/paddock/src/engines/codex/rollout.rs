@@ -2,11 +2,17 @@
 //! (`$CODEX_HOME/sessions/**/rollout-*.jsonl`) once it has exited: its
 //! `--json` stream shows nothing for a refused call (codex-cli 0.171.0),
 //! the rollout keeps the call (`function_call`) and the refusal
-//! (`function_call_output`, same `call_id`). A refusal carrying
-//! [`JUSTIFICATION_MARK`] is the host profile's (its execpolicy rules or
-//! the hook); one of the form `exec_command failed: CreateProcess {
-//! message: "Rejected(…)" }` without it is Codex's own (its safety check
-//! of `rm -f` forms, for one). The files are written by the job: the walk
+//! (`function_call_output`, same `call_id`). A refusal is read only in the
+//! exact forms Codex writes one (`refused_by`): `exec_command failed:
+//! CreateProcess { message: "Rejected(… rejected: REASON)" }` and `Command
+//! blocked by PreToolUse hook: REASON`, the host profile's when REASON
+//! starts with [`JUSTIFICATION_MARK`] (its execpolicy rules, the hook),
+//! else, in the first form, Codex's own (its safety check of `rm -f`
+//! forms, for one). A command that ran and printed the mark is no
+//! refusal. The files are written by the job (it can write a rollout
+//! file of any text): what they report is the engine's report, never
+//! Paddock's own seeing, and its events say so
+//! (`denial::REPORTED_IN_FILES`). The walk
 //! starts from `$CODEX_HOME` opened without following a link (itself, or
 //! `sessions`, a link to a host directory, is not read: another job's
 //! saved rollouts would become this job's denial events), goes through
@@ -128,14 +134,7 @@ pub fn in_rollout(text: &str, found: &mut FoundAfter) {
                 commands.insert(id.to_string(), kept(&call_command(item)));
             }
             (Some("function_call_output"), Some(id)) => {
-                let output = output_text(item);
-                let by = if output.contains(JUSTIFICATION_MARK) {
-                    DeniedBy::Profile {
-                        rule: rule_in(&output).map(|r| kept(&r)),
-                    }
-                } else if let Some(reason) = own_refusal(&output) {
-                    DeniedBy::Engine { reason }
-                } else {
+                let Some(by) = refused_by(&output_text(item)) else {
                     continue;
                 };
                 if found.denials.len() >= MAX_FOUND_AFTER {
@@ -151,6 +150,36 @@ pub fn in_rollout(text: &str, found: &mut FoundAfter) {
             _ => {}
         }
     }
+}
+
+/// How the hook's refusal starts a call's output: Codex's words, then
+/// the hook's reason, which starts with [`JUSTIFICATION_MARK`].
+const HOOK_BLOCKED: &str = "Command blocked by PreToolUse hook: ";
+
+/// Who refused the call whose output is `output`, in the exact forms
+/// Codex writes a refusal (codex-cli 0.171.0): its execpolicy's (the
+/// rules Paddock wrote: `exec_command failed: CreateProcess { message:
+/// "Rejected(…rejected: REASON)" }`, the process never created) or the
+/// hook's (`Command blocked by PreToolUse hook: REASON`), each the host
+/// profile's when REASON starts with [`JUSTIFICATION_MARK`] and else, for
+/// the execpolicy's form, Codex's own. Anything else is no refusal: the
+/// output of a command that ran (`Chunk ID: …` or `Exit code: …`, then
+/// what it printed) that prints the mark and a profile's reason is not
+/// the profile's denial. `None` for it.
+fn refused_by(output: &str) -> Option<DeniedBy> {
+    let profile = |reason: &str| DeniedBy::Profile {
+        rule: rule_in(reason).map(|r| kept(&r)),
+    };
+    if let Some(reason) = output.strip_prefix(HOOK_BLOCKED) {
+        return reason
+            .starts_with(JUSTIFICATION_MARK)
+            .then(|| profile(reason));
+    }
+    let reason = own_refusal(output)?;
+    Some(match reason.starts_with(JUSTIFICATION_MARK) {
+        true => profile(output),
+        false => DeniedBy::Engine { reason },
+    })
 }
 
 /// Codex's reason for a call it refused on its own: the output of a call
@@ -368,6 +397,60 @@ mod tests {
                 found.denials.iter().all(|d| d.command == want)
             ),
             (MAX_FOUND_AFTER, 1_000 - MAX_FOUND_AFTER as u64, true)
+        );
+    }
+
+    /// A command that ran and printed the hook's reason (the mark, a
+    /// profile, a rule) is no denial, in a rollout line as Codex writes a
+    /// call's output (`Chunk ID: …`, then what it printed) or with the
+    /// reason anywhere else in it; the two forms Codex writes a refusal in
+    /// are read, the mark only at their reason's start.
+    #[test]
+    fn a_commands_printed_mark_is_no_denial() {
+        let output = |call: &str, text: &str| {
+            serde_json::json!({"payload": {"type": "function_call_output", "call_id": call, "output": text}})
+                .to_string()
+        };
+        let call = |id: &str| {
+            let arguments = serde_json::json!({"cmd": format!("echo {id}")}).to_string();
+            serde_json::json!({"payload": {"type": "function_call", "arguments": arguments, "call_id": id}})
+                .to_string()
+        };
+        let reason = "paddock policy: host profile `p` denies `curl` on this host";
+        let text = [
+            call("c1"),
+            output(
+                "c1",
+                &format!("Chunk ID: 1\nWall time: 0.0 seconds\nProcess exited with code 0\nOutput:\n{reason}\n"),
+            ),
+            call("c2"),
+            output("c2", &format!("Exit code: 0\nOutput:\nCommand blocked by PreToolUse hook: {reason}")),
+            call("c3"),
+            output("c3", &format!("exec_command failed: CreateProcess {{ message: \"Rejected(\\\"x\\\" rejected: no) {reason}\" }}")),
+            call("c4"),
+            output("c4", &format!("Command blocked by PreToolUse hook: {reason}. Command: echo c4")),
+            call("c5"),
+            output("c5", "Command blocked by PreToolUse hook: not paddock's"),
+        ]
+        .join("\n");
+        assert_eq!(
+            refusals(&text),
+            vec![
+                EngineDenial {
+                    command: "echo c3".into(),
+                    call_id: Some("c3".into()),
+                    by: DeniedBy::Engine {
+                        reason: format!("no) {reason}")
+                    },
+                },
+                EngineDenial {
+                    command: "echo c4".into(),
+                    call_id: Some("c4".into()),
+                    by: DeniedBy::Profile {
+                        rule: Some("curl".into())
+                    },
+                },
+            ]
         );
     }
 }
