@@ -1154,7 +1154,9 @@ impl Queue {
     /// (`Store::mark_able`), so the server that passes one over does not
     /// fail it for its wait while this one is busy; once a slot is free
     /// this server claims it. Jobs this server passed over itself are
-    /// not looked at (it cannot run them).
+    /// not looked at (it cannot run them), and one it finds it cannot run
+    /// is counted as passed over by it (looked at again after its
+    /// recheck, not every interval).
     async fn mark_able(&self) {
         if self.is_draining() || self.slots.running() < self.slots.capacity() {
             return;
@@ -1179,16 +1181,27 @@ impl Queue {
                     continue;
                 }
             };
-            let can = match self.readmit(&record).await {
-                Ok(admitted) => self.runner.runs_here(&admitted).is_ok(),
-                Err(_) => false,
+            let checked = match self.readmit(&record).await {
+                Ok(admitted) => self
+                    .runner
+                    .runs_here(&admitted)
+                    .map_err(|e| Readmit::Refused(e.into())),
+                Err(e) => Err(e),
             };
-            if can {
-                if let Err(e) = self.store.mark_able(&id, me, self.clock.wall()).await {
-                    tracing::warn!(
-                        "serve: job {id}: cannot mark it as one this server can run: {e}"
-                    );
+            match checked {
+                Ok(()) => {}
+                // This server cannot run it either: looked at again after
+                // its recheck, as a job it passed over is, not every
+                // heartbeat interval.
+                Err(Readmit::Refused(_)) => {
+                    locked(&self.refused).insert(id, self.clock.now());
+                    continue;
                 }
+                // No server can: the claim that takes it fails it.
+                Err(Readmit::Failed(_)) => continue,
+            }
+            if let Err(e) = self.store.mark_able(&id, me, self.clock.wall()).await {
+                tracing::warn!("serve: job {id}: cannot mark it as one this server can run: {e}");
             }
         }
     }
