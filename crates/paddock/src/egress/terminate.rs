@@ -624,6 +624,14 @@ pub(super) fn framing(head: &Head) -> Result<Body, String> {
         .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
         .map(|(_, v)| v.as_slice())
         .collect();
+    // HTTP/1.0 has no transfer codings: RFC 9112 (6.1) has a server take
+    // such a message's framing as faulty, and one that reads no body
+    // instead would take the chunked body for a next request.
+    if head.version == 0 && !te.is_empty() {
+        return Err(
+            "an HTTP/1.0 request framed by transfer-encoding, which HTTP/1.0 has not".into(),
+        );
+    }
     match (te.as_slice(), cl.as_slice()) {
         ([], []) => Ok(Body::None),
         ([te], []) if te.trim_ascii().eq_ignore_ascii_case(b"chunked") => Ok(Body::Chunked),
@@ -1171,6 +1179,47 @@ mod tests {
                 ),
                 1,
                 Ok(())
+            )
+        );
+    }
+
+    /// An HTTP/1.0 request with `transfer-encoding` (which a host may read
+    /// as bodiless, its chunked body then a next request) ends the
+    /// tunnel before its head goes on; HTTP/1.1's is read chunked.
+    #[tokio::test]
+    async fn an_http10_request_with_a_transfer_encoding_stops_the_tunnel() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let body = "transfer-encoding: chunked\r\n\r\n0\r\n\r\n";
+        let old = through(
+            &creds.list[0],
+            format!("POST / HTTP/1.0\r\n{body}").as_bytes(),
+        )
+        .await;
+        let new = through(
+            &creds.list[0],
+            format!("POST / HTTP/1.1\r\n{body}").as_bytes(),
+        )
+        .await;
+        assert_eq!(
+            (old, new),
+            (
+                (
+                    String::new(),
+                    0,
+                    Err(
+                        "an HTTP/1.0 request framed by transfer-encoding, which HTTP/1.0 has not"
+                            .into()
+                    )
+                ),
+                (
+                    format!(
+                        "POST / HTTP/1.1\r\n{}",
+                        body.replacen("\r\n\r\n", "\r\naccept-encoding: identity\r\n\r\n", 1)
+                    ),
+                    0,
+                    Ok(())
+                )
             )
         );
     }

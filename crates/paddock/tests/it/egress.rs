@@ -1350,6 +1350,36 @@ async fn a_chunked_body_a_lenient_host_would_end_early_is_not_passed_on() {
             }
         )
     );
+
+    // HTTP/1.0 has no chunked coding: a host may read such a request as
+    // bodiless and its body as a next request. Refused before any
+    // connection (before, it was sent on).
+    let mut s = p.connect().await;
+    s.write_all(
+        format!(
+            "POST http://web.test:{port}/up HTTP/1.0\r\nHost: web.test:{port}\r\nTransfer-Encoding: chunked\r\n\r\n{strict}"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    let r = p.record().await;
+    assert_eq!(
+        (
+            status_and_rule(&String::from_utf8_lossy(&back)),
+            r.allowed,
+            r.reason,
+            web.count()
+        ),
+        (
+            ("HTTP/1.1 400 Bad Request".into(), "bad_request".into()),
+            false,
+            Some("an HTTP/1.0 request framed by transfer-encoding, which HTTP/1.0 has not".into()),
+            2
+        )
+    );
 }
 
 /// On a Unix socket (to which the sandbox's forwarder hands the job's
