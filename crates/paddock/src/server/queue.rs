@@ -1062,7 +1062,15 @@ impl Queue {
         }
         let reason = passed_over_reason(&id, me, why);
         match self.store.unclaim_job(&id, &me.host, &reason).await {
-            Ok(true) => tracing::warn!("serve: {reason}"),
+            // Back in the queue: nothing more of it is this server's. (Before,
+            // this went on to the cancel's finish below, a compare-and-set on
+            // `running` that failed with a warning, or, had another server
+            // claimed the job in between, overwrote its running job
+            // `cancelled`.)
+            Ok(true) => {
+                tracing::warn!("serve: {reason}");
+                return;
+            }
             Ok(false) => match self.unclaim_refused(&id, me).await {
                 Ok(Unclaimed::CancelAsked) => {}
                 Ok(Unclaimed::Leave(why)) => {

@@ -1925,8 +1925,8 @@ async fn within(srv: &Server, id: &str, secs: u64, done: impl Fn(&JobRecord) -> 
 /// pass (before, a restart counted afresh and J2 waited on), and leaves J
 /// queued; restarted with 0, it still leaves J queued: W marked it as one
 /// it can run while busy (before, A failed J at its first pass though W
-/// could run it). Once W's slot is free, W runs J to `done`. On SQLite
-/// and PostgreSQL.
+/// could run it). Once W's slot is free, W runs J to `done`. A passing a
+/// job over tries no cancel's finish on it. On SQLite and PostgreSQL.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_only_a_busy_server_can_run_waits_for_it_and_a_restart_keeps_the_wait() {
     let dir = tempfile::tempdir().unwrap();
@@ -2007,6 +2007,15 @@ async fn a_job_only_a_busy_server_can_run_waits_for_it_and_a_restart_keeps_the_w
             "{}\n{}",
             srv_a.stderr(),
             srv_w.stderr()
+        );
+        // Put back in the queue, the job is no longer A's: no cancel's
+        // finish is tried on it (before, every pass-over went on to one,
+        // which failed on the queued job, or, had another server claimed
+        // it in between, overwrote its running job `cancelled`).
+        assert!(
+            !srv_a.stderr().contains("cannot mark it cancelled"),
+            "{}",
+            srv_a.stderr()
         );
         std::fs::write(&gate, "").unwrap();
         let ran = srv_w.wait_for(&j, is_final).await;
