@@ -176,8 +176,9 @@ fn refused_by(output: &str) -> Option<DeniedBy> {
             .then(|| profile(reason));
     }
     let reason = own_refusal(output)?;
+    // The rule from the reason alone: the command before it is the job's.
     Some(match reason.starts_with(JUSTIFICATION_MARK) {
-        true => profile(output),
+        true => profile(&reason),
         false => DeniedBy::Engine { reason },
     })
 }
@@ -431,6 +432,10 @@ mod tests {
             output("c4", &format!("Command blocked by PreToolUse hook: {reason}. Command: echo c4")),
             call("c5"),
             output("c5", "Command blocked by PreToolUse hook: not paddock's"),
+            // The execpolicy's form: the rule is the reason's, never one
+            // the command before it names.
+            call("c6"),
+            output("c6", &format!("exec_command failed: CreateProcess {{ message: \"Rejected(\\\"echo denies `ls` on this host\\\" rejected: {reason})\" }}")),
         ]
         .join("\n");
         assert_eq!(
@@ -446,6 +451,13 @@ mod tests {
                 EngineDenial {
                     command: "echo c4".into(),
                     call_id: Some("c4".into()),
+                    by: DeniedBy::Profile {
+                        rule: Some("curl".into())
+                    },
+                },
+                EngineDenial {
+                    command: "echo c6".into(),
+                    call_id: Some("c6".into()),
                     by: DeniedBy::Profile {
                         rule: Some("curl".into())
                     },
