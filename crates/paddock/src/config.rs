@@ -8,15 +8,17 @@
 //! tools every job gets (`[jobs]`: directories put on its PATH, paths
 //! bound read-only into its sandbox, variables set). A spec's own values always win; a
 //! key the file does not know is an error naming the file and line
-//! (docs/cli.md#config-file).
+//! (docs/cli.md#config-file). Each part (the top-level keys, each table:
+//! `Section`) is read on its own, and a command reads only the parts it
+//! uses (`load_only`): a mistake in `[serve]` fails `paddock serve`, not
+//! `paddock gc`; `paddock doctor` reports every part's (`load_sections`).
 
 use std::path::{Path, PathBuf};
 
 use paddock_protocol::{Isolation, JobSpec, PolicySpec};
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Config {
     /// `budget.max_usd` of a spec without one.
     pub max_usd: Option<f64>,
@@ -34,16 +36,12 @@ pub struct Config {
     /// profile or none.
     pub host_profile: Option<String>,
     /// `paddock serve`'s settings; its flags win.
-    #[serde(default)]
     pub serve: ServeFile,
     /// The caches under the jobs directory (`[caches]`).
-    #[serde(default)]
     pub caches: CachesFile,
     /// Jobs' heartbeats in a store shared by several hosts (`[hosts]`).
-    #[serde(default)]
     pub hosts: HostsFile,
     /// The host's tools every job gets (`[jobs]`).
-    #[serde(default)]
     pub jobs: JobsFile,
 }
 
@@ -448,11 +446,162 @@ pub fn location(
     Some(base.join("paddock").join("config.toml"))
 }
 
-/// The config at `path`; the defaults if there is no such file.
+/// A part of the config file that a command reads on its own: its
+/// top-level keys (the defaults a spec leaves unset, `prices`, the
+/// profiles), or one of its tables. A mistake in one part fails only the
+/// commands that read it (`load_only`): a typo in `[serve]` stopped
+/// `paddock gc` and `paddock run` too, which never read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Section {
+    /// The keys outside any table (`max_usd`, `prices`, `isolation`,
+    /// `profile`, `host_profile`); a key or table the file does not know
+    /// is one of its mistakes.
+    Top,
+    Serve,
+    Caches,
+    Hosts,
+    Jobs,
+}
+
+impl Section {
+    /// Every part, in the file's documented order.
+    pub const ALL: [Section; 5] = [
+        Section::Top,
+        Section::Serve,
+        Section::Caches,
+        Section::Hosts,
+        Section::Jobs,
+    ];
+
+    /// How a user finds it in the file: `[serve]`, or `top-level keys`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Top => "top-level keys",
+            Section::Serve => "[serve]",
+            Section::Caches => "[caches]",
+            Section::Hosts => "[hosts]",
+            Section::Jobs => "[jobs]",
+        }
+    }
+}
+
+/// The top-level keys, a table's contents left unread (each table is read
+/// on its own); a key or table the file does not know is refused here.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopKeys {
+    max_usd: Option<f64>,
+    prices: Option<PathBuf>,
+    isolation: Option<Isolation>,
+    profile: Option<String>,
+    host_profile: Option<String>,
+    #[serde(rename = "serve")]
+    _serve: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "caches")]
+    _caches: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "hosts")]
+    _hosts: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "jobs")]
+    _jobs: Option<serde::de::IgnoredAny>,
+}
+
+/// One table read, the others (`IgnoredAny`) and the top-level keys left
+/// to their own reads: the whole text is read each time, so an error's
+/// line is the file's.
+#[derive(Deserialize)]
+struct Tables<S, C, H, J> {
+    serve: Option<S>,
+    caches: Option<C>,
+    hosts: Option<H>,
+    jobs: Option<J>,
+}
+
+type Ignored = serde::de::IgnoredAny;
+
+/// The config file read part by part: each part's value or its mistake.
+#[derive(Debug)]
+pub struct Sections {
+    top: Result<Config, ConfigError>,
+    serve: Result<ServeFile, ConfigError>,
+    caches: Result<CachesFile, ConfigError>,
+    hosts: Result<HostsFile, ConfigError>,
+    jobs: Result<JobsFile, ConfigError>,
+}
+
+impl Sections {
+    /// Each part that does not read, with its error, in the file's order
+    /// (what `paddock doctor` reports: every one, not the first).
+    pub fn errors(&self) -> Vec<(Section, &ConfigError)> {
+        Section::ALL
+            .into_iter()
+            .filter_map(|s| self.error(s).map(|e| (s, e)))
+            .collect()
+    }
+
+    fn error(&self, section: Section) -> Option<&ConfigError> {
+        match section {
+            Section::Top => self.top.as_ref().err(),
+            Section::Serve => self.serve.as_ref().err(),
+            Section::Caches => self.caches.as_ref().err(),
+            Section::Hosts => self.hosts.as_ref().err(),
+            Section::Jobs => self.jobs.as_ref().err(),
+        }
+    }
+
+    /// The config with the parts in `reads`; every other part at its
+    /// defaults, unread; the first of `reads` (in the file's order) that
+    /// does not read is the error.
+    pub fn only(self, reads: &[Section]) -> Result<Config, ConfigError> {
+        let wants = |s: Section| reads.contains(&s);
+        let mut config = match (wants(Section::Top), self.top) {
+            (true, top) => top?,
+            (false, _) => Config::default(),
+        };
+        if wants(Section::Serve) {
+            config.serve = self.serve?;
+        }
+        if wants(Section::Caches) {
+            config.caches = self.caches?;
+        }
+        if wants(Section::Hosts) {
+            config.hosts = self.hosts?;
+        }
+        if wants(Section::Jobs) {
+            config.jobs = self.jobs?;
+        }
+        Ok(config)
+    }
+}
+
+/// The config at `path`, every part of it; the defaults if there is no
+/// such file.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_only(path, &Section::ALL)
+}
+
+/// The config at `path` with the parts a command reads (`reads`), the
+/// others at their defaults whatever they hold; the defaults if there is
+/// no such file. A file that cannot be read or is no TOML fails whatever
+/// is read.
+pub fn load_only(path: &Path, reads: &[Section]) -> Result<Config, ConfigError> {
+    load_sections(path)?.only(reads)
+}
+
+/// The config at `path` read part by part (`Sections`); `Err` only when
+/// the file cannot be read or is no TOML. No file: every part its
+/// defaults.
+pub fn load_sections(path: &Path) -> Result<Sections, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Sections {
+                top: Ok(Config::default()),
+                serve: Ok(ServeFile::default()),
+                caches: Ok(CachesFile::default()),
+                hosts: Ok(HostsFile::default()),
+                jobs: Ok(JobsFile::default()),
+            })
+        }
         Err(source) => {
             return Err(ConfigError::Read {
                 path: path.to_path_buf(),
@@ -460,18 +609,51 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             })
         }
     };
-    // As a job spec says where it failed: the key's whole path, the
-    // message in a user's words, its line and column.
-    let mut config: Config = serde_path_to_error::deserialize(toml::Deserializer::new(&text))
-        .map_err(|e| {
-            let e = paddock_protocol::parse_error::toml_parts(e, &text);
-            ConfigError::Parse {
-                path: path.to_path_buf(),
-                line: e.at.map_or(1, |(line, _)| line),
-                field: e.field,
-                message: e.message,
-            }
-        })?;
+    // The syntax first: a file that is no TOML has no part to read.
+    read::<Ignored>(path, &text)?;
+    let top = read::<TopKeys>(path, &text).map(|t| top_config(path, t));
+    let serve = read::<Tables<ServeFile, Ignored, Ignored, Ignored>>(path, &text)
+        .map(|t| t.serve.unwrap_or_default());
+    let caches = read::<Tables<Ignored, CachesFile, Ignored, Ignored>>(path, &text)
+        .map(|t| t.caches.unwrap_or_default());
+    let hosts = read::<Tables<Ignored, Ignored, HostsFile, Ignored>>(path, &text)
+        .map(|t| t.hosts.unwrap_or_default());
+    let jobs = read::<Tables<Ignored, Ignored, Ignored, JobsFile>>(path, &text)
+        .map(|t| t.jobs.unwrap_or_default());
+    Ok(Sections {
+        top,
+        serve,
+        caches,
+        hosts,
+        jobs,
+    })
+}
+
+/// `text` (the file at `path`) read as `T`; as a job spec says where it
+/// failed: the key's whole path, the message in a user's words, its line.
+fn read<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+        let e = paddock_protocol::parse_error::toml_parts(e, text);
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: e.at.map_or(1, |(line, _)| line),
+            field: e.field,
+            message: e.message,
+        }
+    })
+}
+
+/// The top-level keys as a `Config` (its tables at their defaults), a
+/// relative path in them made the file's neighbour.
+fn top_config(path: &Path, top: TopKeys) -> Config {
+    let mut config = Config {
+        max_usd: top.max_usd,
+        prices: top.prices,
+        isolation: top.isolation,
+        profile: top.profile,
+        host_profile: top.host_profile,
+        ..Config::default()
+    };
     if let (Some(p), Some(dir)) = (config.prices.as_mut(), path.parent()) {
         if p.is_relative() {
             *p = dir.join(&*p);
@@ -493,7 +675,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             }
         }
     }
-    Ok(config)
+    config
 }
 
 impl Config {
@@ -722,6 +904,67 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    /// Each part is read on its own: a mistake in `[serve]` or an unknown
+    /// table fails only a load that reads the part it is in, the other
+    /// parts read as written; `load_sections` names every part's mistake.
+    /// Before, a typo in `[serve]` failed every load.
+    #[test]
+    fn a_mistake_in_one_part_fails_only_the_loads_reading_it() {
+        let (_dir, p) = write(
+            "max_usd = 1.5\n[serve]\nlisten_adress = \"127.0.0.1:9000\"\n[caches]\nmax_size = \"1KiB\"\n\
+             [hosts]\nheartbeat_secs = \"ten\"\n",
+        );
+        let said = |e: &ConfigError| e.to_string().replace(&p.display().to_string(), "FILE");
+        let caches = load_only(&p, &[Section::Top, Section::Caches]).unwrap();
+        assert_eq!(
+            (caches.max_usd, caches.caches.max_bytes(), caches.serve),
+            (Some(1.5), Some(1024), ServeFile::default())
+        );
+        assert_eq!(
+            [
+                load_only(&p, &[Section::Caches, Section::Serve]).map_err(|e| said(&e)),
+                load_only(&p, &[Section::Hosts]).map_err(|e| said(&e)),
+                load(&p).map_err(|e| said(&e)),
+            ],
+            [
+                Err("config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `accept_for_fleet`".to_owned()),
+                Err("config file FILE, line 7: field `hosts.heartbeat_secs`: invalid type: string \"ten\", expected a whole number, 0 or more".to_owned()),
+                Err("config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `accept_for_fleet`".to_owned()),
+            ]
+        );
+        let sections = load_sections(&p).unwrap();
+        assert_eq!(
+            sections
+                .errors()
+                .into_iter()
+                .map(|(s, e)| (s, said(e)))
+                .collect::<Vec<_>>(),
+            vec![
+                (Section::Serve, "config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `accept_for_fleet`".to_owned()),
+                (Section::Hosts, "config file FILE, line 7: field `hosts.heartbeat_secs`: invalid type: string \"ten\", expected a whole number, 0 or more".to_owned()),
+            ]
+        );
+        // A table the file does not know is a top-level mistake: the
+        // tables still read; a syntax error fails every part.
+        let (_dir, p) = write("[serv]\nlisten = \"127.0.0.1:9000\"\n[caches]\nmax_size = 10\n");
+        let said = |e: &ConfigError| e.to_string().replace(&p.display().to_string(), "FILE");
+        assert_eq!(
+            (
+                load_only(&p, &[Section::Caches, Section::Serve]).map(|c| c.caches.max_bytes()).map_err(|e| said(&e)),
+                load_only(&p, &[Section::Top]).map(|_| ()).map_err(|e| said(&e)),
+            ),
+            (
+                Ok(Some(10)),
+                Err("config file FILE, line 1: field `serv`: unknown field `serv`, expected one of `max_usd`, `prices`, `isolation`, `profile`, `host_profile`, `serve`, `caches`, `hosts`, `jobs`".to_owned()),
+            )
+        );
+        let (_dir, p) = write("[serve\n");
+        assert!(matches!(
+            load_sections(&p),
+            Err(ConfigError::Parse { line: 1, .. })
+        ));
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub async fn exec(args: CancelArgs, paths: &Paths) -> Result<u8, Failure> {
             // start, ends it `cancelled` (a live one's lease is held, and
             // the pass leaves it).
             if owner.host == me.host {
-                let config = super::run::user_config()?;
+                let config = super::run::user_config(super::config_reads::CANCEL)?;
                 let liveness = super::run::liveness(paths, &config.hosts)?;
                 for line in
                     super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await)

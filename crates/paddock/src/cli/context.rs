@@ -25,7 +25,7 @@ pub struct ContextArgs {
 pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
     let ContextArgs { spec, out, json } = args;
     let spec_file = spec;
-    let config = super::run::user_config()?;
+    let config = super::run::user_config(super::config_reads::CONTEXT)?;
     let tools = super::run::job_tools(&config.jobs)?.path;
     let loaded = JobSpec::load(&spec_file).map_err(|e| Failure::BadInput(e.into()))?;
     let profile_from = super::run::profile_from_config(&config, &loaded);

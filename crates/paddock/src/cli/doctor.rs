@@ -22,6 +22,9 @@ pub fn exec(
     host_dir: Option<std::path::PathBuf>,
 ) -> Result<u8, Failure> {
     let mut report = doctor::report(paths, super::run::cgroup_root().as_deref());
+    report
+        .setup
+        .extend(config_checks(super::run::config_location().as_deref()));
     report.setup.extend(engine_views(paths, host_dir));
     if args.json {
         outln!(
@@ -42,6 +45,63 @@ pub fn exec(
     )
 }
 
+/// The config file read part by part: one failed check for each part
+/// that does not read (every one, where a command names the first of the
+/// parts it reads), naming the commands it stops; else one passed check
+/// naming the file (or saying there is none).
+fn config_checks(file: Option<&std::path::Path>) -> Vec<Check> {
+    let check = |ok: bool, detail: String, fix: Option<String>| Check {
+        name: "config file".into(),
+        ok,
+        detail,
+        fix,
+    };
+    let Some(file) = file else {
+        return vec![check(
+            true,
+            "none (neither XDG_CONFIG_HOME nor HOME is set): the defaults".into(),
+            None,
+        )];
+    };
+    let sections = match paddock::config::load_sections(file) {
+        Ok(sections) => sections,
+        Err(e) => {
+            return vec![check(
+                false,
+                paddock::error_chain::chain(&e),
+                Some("fix the config file (docs/cli.md#config-file): until then every command that reads it refuses to start".into()),
+            )]
+        }
+    };
+    let errors = sections.errors();
+    if errors.is_empty() {
+        let detail = if file.exists() {
+            format!("{}: every part reads", file.display())
+        } else {
+            format!("{}: none, the defaults", file.display())
+        };
+        return vec![check(true, detail, None)];
+    }
+    errors
+        .into_iter()
+        .map(|(section, e)| {
+            let stops = super::config_reads::stopped_by(section);
+            check(
+                false,
+                format!("{}: {}", section.name(), paddock::error_chain::chain(e)),
+                Some(format!(
+                    "fix it (docs/cli.md#config-file): until then {stops} {} to start",
+                    if stops.contains(',') || stops.contains(" and ") {
+                        "refuse"
+                    } else {
+                        "refuses"
+                    }
+                )),
+            )
+        })
+        .collect()
+}
+
 /// Whether each engine on PATH binds into a sandboxed job's view
 /// (`doctor::engine_views`), on the host `paddock run` would run it on
 /// here (PATH, this directory, the config file's `[jobs]`, these paths);
@@ -55,7 +115,9 @@ fn engine_views(paths: &Paths, host_dir: Option<std::path::PathBuf>) -> Vec<Chec
             fix: Some("fix the config file (docs/cli.md#config-file)".into()),
         }]
     };
-    let tools = match super::run::user_config().and_then(|c| super::run::job_tools(&c.jobs)) {
+    let tools = match super::run::user_config(&[paddock::config::Section::Jobs])
+        .and_then(|c| super::run::job_tools(&c.jobs))
+    {
         Ok(tools) => tools,
         Err(Failure::BadInput(e) | Failure::Internal(e)) => {
             return failed(paddock::error_chain::chain(e.as_ref()))

@@ -16,7 +16,7 @@ pub struct GcArgs {
 
 pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_store(paths).await?;
-    let config = super::run::user_config()?;
+    let config = super::run::user_config(super::config_reads::GC)?;
     let max_bytes = config.caches.max_bytes();
     let liveness = super::run::liveness(paths, &config.hosts)?;
     let mut report = paddock::reaper::reap(paths, &*store, &liveness).await;

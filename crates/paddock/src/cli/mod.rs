@@ -19,6 +19,7 @@ pub mod args;
 pub mod cancel;
 pub mod color;
 pub mod completions;
+pub mod config_reads;
 pub mod context;
 pub mod context_render;
 pub mod diff;
@@ -54,7 +55,7 @@ pub fn init_output(cli: &Cli) {
     };
     let format = cli.log_format.unwrap_or_else(|| match &cli.command {
         // A config file that does not load is reported by the command.
-        Cmd::Serve(_) => run::user_config()
+        Cmd::Serve(_) => run::user_config(&[paddock::config::Section::Serve])
             .ok()
             .and_then(|c| c.serve.log_format)
             .unwrap_or_default(),

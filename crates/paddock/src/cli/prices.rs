@@ -38,7 +38,7 @@ pub fn exec(args: PricesArgs) -> Result<u8, Failure> {
     // use: without `--prices`/`PADDOCK_PRICES`, the config file's
     // `prices` (relative to that file) over the shipped one.
     let from_config = match (&args.prices, &args.import_litellm) {
-        (None, None) => super::run::user_config()?.prices,
+        (None, None) => super::run::user_config(super::config_reads::PRICES)?.prices,
         _ => None,
     };
     let text = run(&args, from_config.as_deref()).map_err(Failure::BadInput)?;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use paddock::broker::PriceTable;
+use paddock::config::Section;
 use paddock::heartbeat::Liveness;
 use paddock::paths::Paths;
 use paddock::runner::{ErrorCode, RunError, Runner, RunnerConfig};
@@ -173,7 +174,7 @@ async fn exec_beside(
         prices,
         attempt_after,
     } = args;
-    let config = user_config()?;
+    let config = user_config(super::config_reads::RUN)?;
     // Where the spec came from, which a host profile's refusal names:
     // its file, or `<stdin>` as its parse errors name the spec read from
     // stdin (`load_spec`).
@@ -599,10 +600,15 @@ pub fn profile_from_config(
     ))
 }
 
-/// The user's config file (`paddock::config`); a broken one is bad input.
-pub fn user_config() -> Result<paddock::config::Config, Failure> {
+/// The user's config file (`paddock::config`), the parts a command reads
+/// (`reads`) and the others at their defaults; a part of them that does
+/// not read is bad input, a mistake in another part is no concern of the
+/// command's (`paddock doctor` reports it).
+pub fn user_config(reads: &[Section]) -> Result<paddock::config::Config, Failure> {
     match config_location() {
-        Some(path) => paddock::config::load(&path).map_err(|e| Failure::BadInput(e.into())),
+        Some(path) => {
+            paddock::config::load_only(&path, reads).map_err(|e| Failure::BadInput(e.into()))
+        }
         None => Ok(paddock::config::Config::default()),
     }
 }

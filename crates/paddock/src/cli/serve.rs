@@ -97,7 +97,11 @@ pub struct ServeArgs {
 /// (the user's git that snapshots and clones a job's source) had them.
 /// What does not parse is left for `exec` to report.
 pub fn withdraw_keys(args: &ServeArgs) {
-    let config = super::run::user_config().unwrap_or_default();
+    let config = super::run::user_config(&[
+        paddock::config::Section::Top,
+        paddock::config::Section::Serve,
+    ])
+    .unwrap_or_default();
     let serve = &config.serve;
     let refs = args
         .allow_refs
@@ -173,7 +177,7 @@ pub async fn exec(
     paths: &Paths,
     host_dir: Option<PathBuf>,
 ) -> Result<u8, Failure> {
-    let defaults = super::run::user_config()?;
+    let defaults = super::run::user_config(super::config_reads::SERVE)?;
     let listen_from = match (&args.listen, &defaults.serve.listen) {
         (Some(_), _) => "--listen".to_owned(),
         (None, Some(_)) => match super::run::config_location() {

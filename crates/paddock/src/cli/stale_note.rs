@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 /// default; a config file that does not load is read as the defaults here
 /// (`jobs` and `show` never needed it).
 fn ttl() -> std::time::Duration {
-    super::run::user_config()
+    super::run::user_config(&[paddock::config::Section::Hosts])
         .ok()
         .and_then(|c| c.hosts.timing().ok())
         .map_or(paddock::config::DEFAULT_HEARTBEAT_TTL, |(_, ttl)| ttl)

@@ -1317,6 +1317,98 @@ async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
     );
 }
 
+/// A mistake in one part of the config file stops only the commands that
+/// read that part: a typo in `[serve]` leaves `paddock gc` and `paddock
+/// run` (which never read it) working, `paddock serve` refuses naming the
+/// file, the line and the key, and `paddock doctor` reports every part
+/// that does not read with the commands it stops. Before, the typo stopped
+/// `gc` and `run` too.
+#[tokio::test]
+async fn a_mistake_in_one_part_of_the_config_file_stops_only_the_commands_reading_it() {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let spec = scripted_job(&home, ONE_TURN);
+    paddock_test_support::prelude::on_rung(&spec, "process");
+    let file = home.path().join("config/paddock/config.toml");
+    home.write_config("max_usd = 1.0\n[serve]\nlisten_adress = \"127.0.0.1:9000\"\n");
+    let gc = home.paddock(&["gc"], &[]).await;
+    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    let serve = home
+        .paddock(&["serve", "--listen", "127.0.0.1:0"], &[])
+        .await;
+    let serve_typo = format!(
+        "config file {}, line 3: field `serve.listen_adress`: unknown field `listen_adress`, \
+         expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, \
+         `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, \
+         `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, \
+         `accept_for_fleet`",
+        file.display()
+    );
+    assert_eq!(
+        [
+            (gc.status.code(), stderr(&gc)),
+            (run.status.code(), String::new()),
+            (serve.status.code(), stderr(&serve)),
+        ],
+        [
+            (Some(0), String::new()),
+            (Some(0), String::new()),
+            (Some(2), format!("paddock: {serve_typo}\n")),
+        ],
+        "{}",
+        stderr(&run)
+    );
+    // A second part that does not read: each command reading it stops on
+    // it, and doctor names both.
+    home.write_config(
+        "max_usd = 1.0\n[serve]\nlisten_adress = \"127.0.0.1:9000\"\n[caches]\nmax_size = \"lots\"\n",
+    );
+    let gc = home.paddock(&["gc"], &[]).await;
+    let doctor = home.paddock(&["doctor", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let config_checks: Vec<&serde_json::Value> = report["setup"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "config file")
+        .collect();
+    let caches_size = format!(
+        "config file {}, line 5: field `caches.max_size`: `lots` is not a size (e.g. \"10GiB\", \
+         \"500MiB\", \"unlimited\")",
+        file.display()
+    );
+    assert_eq!(
+        (
+            gc.status.code(),
+            stderr(&gc),
+            doctor.status.code(),
+            config_checks
+        ),
+        (
+            Some(2),
+            format!("paddock: {caches_size}\n"),
+            Some(1),
+            vec![
+                &serde_json::json!({
+                    "name": "config file",
+                    "ok": false,
+                    "detail": format!("[serve]: {serve_typo}"),
+                    "fix": "fix it (docs/cli.md#config-file): until then paddock serve refuses to start",
+                }),
+                &serde_json::json!({
+                    "name": "config file",
+                    "ok": false,
+                    "detail": format!("[caches]: {caches_size}"),
+                    "fix": "fix it (docs/cli.md#config-file): until then paddock run, gc and serve \
+                            refuse to start",
+                }),
+            ]
+        )
+    );
+}
+
 /// A config file's `profile` or `host_profile` naming a profile file by a
 /// relative path is read beside the config file, as its `prices` is,
 /// whatever directory `paddock run` runs in; a spec naming the same file
