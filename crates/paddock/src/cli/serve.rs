@@ -300,11 +300,12 @@ pub async fn exec(
     )
     .capping_caches(defaults.caches.max_bytes());
     let addr = listener.local_addr().context("read the bound address")?;
-    let shutdown = stop_signals().context("listen for SIGTERM and Ctrl-C")?;
+    let stop = stop_signals(config.drain_grace).context("listen for SIGTERM and Ctrl-C")?;
     errln!("paddock: serving on http://{addr}");
     server::serve(server::Deps {
         listener,
-        shutdown,
+        shutdown: stop.drain.cancelled_owned(),
+        hurry: stop.hurry.cancelled_owned(),
         store: store.clone(),
         runner,
         config,
@@ -384,16 +385,54 @@ fn webhooks(
     .map_err(|e| Failure::BadInput(e.into()))
 }
 
-/// Resolves on the first SIGTERM or SIGINT; the handlers are installed
-/// before this returns.
-fn stop_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
+/// How the server is stopped: `drain` is cancelled on the first SIGTERM
+/// or SIGINT, `hurry` on the next.
+struct Stop {
+    drain: tokio_util::sync::CancellationToken,
+    hurry: tokio_util::sync::CancellationToken,
+}
+
+/// The first SIGTERM or SIGINT drains (running jobs get `grace`), the
+/// next cancels the running jobs at once; each says so on stderr. Before,
+/// a Ctrl-C said nothing for up to the whole grace (30 s by default) and
+/// a second one was swallowed: only `kill -9` stopped the server sooner,
+/// leaving its jobs for a reaper. The handlers are installed before this
+/// returns.
+fn stop_signals(grace: std::time::Duration) -> std::io::Result<Stop> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
-    Ok(async move {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
+    let stop = Stop {
+        drain: tokio_util::sync::CancellationToken::new(),
+        hurry: tokio_util::sync::CancellationToken::new(),
+    };
+    let (drain, hurry) = (stop.drain.clone(), stop.hurry.clone());
+    tokio::spawn(async move {
+        for (token, said) in [
+            (
+                drain,
+                format!(
+                    "paddock: stopping: no job is claimed any more; running jobs get up to {} s \
+                     to finish (drain_grace_secs), then are cancelled; Ctrl-C again (or \
+                     SIGTERM) cancels them now",
+                    grace.as_secs()
+                ),
+            ),
+            (
+                hurry,
+                "paddock: stopping now: cancelling the running jobs".to_owned(),
+            ),
+        ] {
+            let got = tokio::select! {
+                got = int.recv() => got,
+                got = term.recv() => got,
+            };
+            if got.is_none() {
+                return;
+            }
+            errln!("{said}");
+            token.cancel();
         }
-    })
+    });
+    Ok(stop)
 }

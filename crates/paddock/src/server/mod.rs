@@ -72,11 +72,14 @@ use crate::store::SharedStore;
 const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What a server is built from.
-pub struct Deps<S> {
+pub struct Deps<S, H> {
     /// Bound already (port 0 in tests).
     pub listener: tokio::net::TcpListener,
     /// Resolves when the server should drain and stop (SIGTERM).
     pub shutdown: S,
+    /// Resolves when the drain's grace is to be cut short, the running
+    /// jobs cancelled at once (a second SIGTERM or Ctrl-C).
+    pub hurry: H,
     pub store: SharedStore,
     pub runner: Runner,
     pub config: ServeConfig,
@@ -190,15 +193,18 @@ async fn not_found(
 }
 
 /// Serves until `deps.shutdown` resolves, then drains: no job is claimed
-/// any more, running jobs get the configured grace, then are cancelled and
-/// concluded; event streams end and the server stops.
-pub async fn serve<S>(deps: Deps<S>)
+/// any more, running jobs get the configured grace (cut short when
+/// `deps.hurry` resolves), then are cancelled and concluded; event
+/// streams end and the server stops.
+pub async fn serve<S, H>(deps: Deps<S, H>)
 where
     S: Future<Output = ()> + Send + 'static,
+    H: Future<Output = ()> + Send + 'static,
 {
     let Deps {
         listener,
         shutdown,
+        hurry,
         store,
         runner,
         config,
@@ -232,7 +238,7 @@ where
     let stopped = async move {
         shutdown.await;
         tracing::info!("serve: draining");
-        queue.drain(grace).await;
+        queue.drain_or_sooner(grace, hurry).await;
         closing.cancel();
     };
     connections::serve(listener, app, limits, stopped).await;

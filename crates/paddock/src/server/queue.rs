@@ -1490,8 +1490,22 @@ impl Queue {
     /// Stops claiming; waits up to `grace` for running jobs, then cancels
     /// the rest and waits for them to conclude.
     pub async fn drain(&self, grace: Duration) {
+        self.drain_or_sooner(grace, std::future::pending()).await;
+    }
+
+    /// [`drain`](Queue::drain), the grace cut short when `sooner`
+    /// resolves first (a second Ctrl-C): the running jobs are cancelled
+    /// then.
+    pub async fn drain_or_sooner(
+        &self,
+        grace: Duration,
+        sooner: impl std::future::Future<Output = ()>,
+    ) {
         self.draining.cancel();
-        self.wait_idle(grace).await;
+        tokio::select! {
+            () = self.wait_idle(grace) => {}
+            () = sooner => {}
+        }
         self.slots.cancel_all();
         self.wait_idle(CANCEL_WAIT).await;
     }

@@ -1390,6 +1390,63 @@ async fn sigterm_drains_cancelling_what_outlives_the_grace() {
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
+/// Ctrl-C says the server is stopping and for how long running jobs may
+/// go on; a second Ctrl-C cancels them at once, and the server stops with
+/// the job concluded `cancelled`, nothing left behind. Before, the drain
+/// said nothing, and a second Ctrl-C was swallowed: the server waited out
+/// the whole grace (here 600 s).
+#[tokio::test]
+async fn a_second_ctrl_c_cancels_the_running_jobs_at_once() {
+    let home = Home::new();
+    let server = Server::start(&home, &["--drain-grace-secs", "600"]).await;
+    let gate = home.path().join("never");
+    let running = server
+        .submit_ok(&spec(&home, "T-1", &gated(&gate)), 0)
+        .await;
+    server.wait_for(&running, |s| s == JobStatus::Running).await;
+    let interrupt =
+        || nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGINT).unwrap();
+    interrupt();
+    let said = |line: &str| server.stderr().lines().any(|l| l == line);
+    let stopping =
+        "paddock: stopping: no job is claimed any more; running jobs get up to 600 s to \
+                    finish (drain_grace_secs), then are cancelled; Ctrl-C again (or SIGTERM) \
+                    cancels them now";
+    for _ in 0..200 {
+        if said(stopping) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    interrupt();
+    let mut server = server;
+    let status = tokio::time::timeout(Duration::from_secs(30), server.child.wait())
+        .await
+        .expect("serve did not stop on the second Ctrl-C")
+        .unwrap();
+    let said: Vec<String> = server
+        .stderr()
+        .lines()
+        .filter(|l| !l.starts_with("paddock: serving on "))
+        .map(str::to_owned)
+        .collect();
+    let ended = home.store().await.job(&running).await.unwrap().unwrap();
+    assert_eq!(
+        (status.code(), said, ended.status, ended.reason.as_deref()),
+        (
+            Some(0),
+            vec![
+                stopping.to_owned(),
+                "paddock: stopping now: cancelling the running jobs".to_owned(),
+                "paddock: stopped".to_owned(),
+            ],
+            JobStatus::Cancelled,
+            Some("cancelled")
+        )
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
 #[tokio::test]
 async fn a_job_whose_budget_is_spent_is_held_at_submission_as_the_cli_holds_it() {
     let home = Home::new();
