@@ -6,8 +6,10 @@
 //! denial text), which `policy` turns into a `deny_commands` event, or the
 //! engine refusing on its own (its safety checks, its sandbox or approval
 //! layer), which is a `policy` event of its own whether or not the job has
-//! a profile. Everything here is read from files the job can write: it is
-//! hostile input and only ever becomes an event.
+//! a profile. Everything here is read from what the job can write (its
+//! engine's output, the files it left, the hook's record): it is hostile
+//! input and only ever becomes an event that says whose report it is
+//! ([`ReportedIn`]).
 
 use paddock_protocol::{EngineKind, EventBody};
 
@@ -27,20 +29,60 @@ pub fn rule_in(text: &str) -> Option<String> {
     Some(text[start..end].to_string())
 }
 
+/// Where a refusal was read. Every place a denial is read from is one the
+/// job can write: the engine runs inside the job, and the hook runs there
+/// too, so a `policy` event of a denial is the job side's report, never
+/// anything Paddock saw happen, and each says whose report it is
+/// ([`reported`]). Only what the host itself decides or observes (its
+/// broker's refusals, its egress proxy's, its clock and limits, the
+/// backstop stopping a job) is worded as the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportedIn {
+    /// The files the engine left once it had exited (Codex's rollouts).
+    Files,
+    /// The engine's output stream (Claude Code's tool results and its
+    /// `result` event's `permission_denials`).
+    Output,
+    /// The hook's record file (`meta/denials.jsonl`), which the hook
+    /// appends to from inside the job.
+    Record,
+}
+
+impl ReportedIn {
+    /// What a `policy` event read here says before its message.
+    pub fn words(self) -> &'static str {
+        match self {
+            ReportedIn::Files => REPORTED_IN_FILES,
+            ReportedIn::Output => REPORTED_IN_OUTPUT,
+            ReportedIn::Record => REPORTED_IN_RECORD,
+        }
+    }
+}
+
 /// What a `policy` event made from the files the engine left once it had
 /// exited (Codex's rollouts) says of itself: the job could write those
 /// files (a rollout of any text), so what they hold is the engine's
 /// report, not anything Paddock saw happen.
 pub const REPORTED_IN_FILES: &str =
-    "as the engine's session files report it, which the job could write";
+    "the engine's session files, which the job could write, report:";
 
-/// `event`, a `policy` event of a refusal read from the files the engine
-/// left, saying [`REPORTED_IN_FILES`] after its message.
-pub fn reported_in_files(event: EventBody) -> EventBody {
+/// What a `policy` event read from the engine's output says of itself:
+/// the engine is the job's program, and the job prints what it likes.
+pub const REPORTED_IN_OUTPUT: &str = "the engine's output, which the job could write, reports:";
+
+/// What a `policy` event read from the hook's record file says of itself:
+/// the hook appends to it from inside the job, so the job can too.
+pub const REPORTED_IN_RECORD: &str = "the hook's record file, which the job could write, reports:";
+
+/// `event`, a `policy` event of a refusal read `from`, saying whose
+/// report it is ([`ReportedIn::words`]) before its message: first, so
+/// that a list that cuts a long message (the closeout's, a terminal's
+/// line) still shows it, whatever length of command the job wrote.
+pub fn reported(event: EventBody, from: ReportedIn) -> EventBody {
     match event {
         EventBody::Policy { rule, message } => EventBody::Policy {
             rule,
-            message: format!("{message} ({REPORTED_IN_FILES})"),
+            message: format!("{} {message}", from.words()),
         },
         other => other,
     }
@@ -150,21 +192,52 @@ mod tests {
         assert_eq!(profile.refusal_event(EngineKind::Codex), None);
     }
 
-    /// A refusal read from the engine's files says it is the engine's
-    /// report, from files the job could write.
+    /// A refusal read from the engine's files, its output or the hook's
+    /// record says whose report it is, from a place the job could write.
     #[test]
-    fn a_refusal_from_the_engines_files_says_so() {
+    fn a_refusal_says_whose_report_it_is() {
         assert_eq!(
-            reported_in_files(EventBody::Policy {
-                rule: "codex".into(),
-                message: "codex refused `rm -f a` on its own: no".into(),
-            }),
+            reported(
+                EventBody::Policy {
+                    rule: "codex".into(),
+                    message: "codex refused `rm -f a` on its own: no".into(),
+                },
+                ReportedIn::Files
+            ),
             EventBody::Policy {
                 rule: "codex".into(),
-                message: "codex refused `rm -f a` on its own: no (as the engine's session files \
-                          report it, which the job could write)"
+                message: "the engine's session files, which the job could write, report: codex \
+                          refused `rm -f a` on its own: no"
                     .into(),
             }
         );
+        let denied = || EventBody::Policy {
+            rule: "curl".into(),
+            message: "denied `curl x` (host profile `p`, deny_commands)".into(),
+        };
+        assert_eq!(
+            [ReportedIn::Output, ReportedIn::Record].map(|from| reported(denied(), from)),
+            [
+                EventBody::Policy {
+                    rule: "curl".into(),
+                    message: "the engine's output, which the job could write, reports: denied \
+                              `curl x` (host profile `p`, deny_commands)"
+                        .into(),
+                },
+                EventBody::Policy {
+                    rule: "curl".into(),
+                    message: "the hook's record file, which the job could write, reports: denied \
+                              `curl x` (host profile `p`, deny_commands)"
+                        .into(),
+                },
+            ]
+        );
+        // Any other event is as it was.
+        let error = || EventBody::Error {
+            message: "x".into(),
+            source: Some("codex".into()),
+            fatal: false,
+        };
+        assert_eq!(reported(error(), ReportedIn::Output), error());
     }
 }

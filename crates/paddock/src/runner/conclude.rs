@@ -73,14 +73,14 @@ pub(super) async fn outcome(
         }
     };
     // Each read from files the job could write: the engine's report, and
-    // its event says so (`denial::REPORTED_IN_FILES`).
+    // its event says so (`denial::ReportedIn`).
+    use crate::engines::denial::{reported, ReportedIn};
     for event in found
         .denials
         .iter()
         .filter_map(|d| d.refusal_event(adapter.kind()))
     {
-        em.emit_job(crate::engines::denial::reported_in_files(event))
-            .await?;
+        em.emit_job(reported(event, ReportedIn::Files)).await?;
     }
     if found.more > 0 {
         em.error(
@@ -96,15 +96,14 @@ pub(super) async fn outcome(
         .await?;
     }
     if let (Some(p), Some(tail)) = (&job.policy, torn.denials.as_mut()) {
-        let (hooks, reported) = p.new_denials(tail, found.denials);
+        let (hooks, in_files) = p.new_denials(tail, found.denials);
         for denial in &hooks {
-            em.emit_job(p.denial_event(denial)).await?;
+            em.emit_job(reported(p.denial_event(denial), ReportedIn::Record))
+                .await?;
         }
-        for denial in &reported {
-            em.emit_job(crate::engines::denial::reported_in_files(
-                p.denial_event(denial),
-            ))
-            .await?;
+        for denial in &in_files {
+            em.emit_job(reported(p.denial_event(denial), ReportedIn::Files))
+                .await?;
         }
     }
     let exit_code = torn.exit.code();

@@ -179,7 +179,7 @@ async fn denied_commands_never_run(engine: &str) {
     for cmd in &tried {
         want.push(EventBody::Policy {
             rule: rule.clone(),
-            message: format!("denied `{cmd}` (host profile `test-deny`, deny_commands)"),
+            message: format!("the hook's record file, which the job could write, reports: denied `{cmd}` (host profile `test-deny`, deny_commands)"),
         });
     }
     assert_eq!(policy, want);
@@ -297,7 +297,7 @@ async fn a_slow_hook_still_refuses(engine: &str) {
             false,
             vec![EventBody::Policy {
                 rule: rule.clone(),
-                message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+                message: format!("the hook's record file, which the job could write, reports: denied `{tried}` (host profile `test-deny`, deny_commands)"),
             }]
         ),
         "reason: {:?}\nstderr: {}",
@@ -394,7 +394,7 @@ async fn a_command_the_hook_let_through_fails_the_job(engine: &str) {
                 false,
                 vec![EventBody::Policy {
                     rule: rule.clone(),
-                    message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+                    message: format!("the hook's record file, which the job could write, reports: denied `{tried}` (host profile `test-deny`, deny_commands)"),
                 }],
                 "refs/heads/paddock/T-1/1".to_string(),
             )
@@ -515,7 +515,7 @@ async fn claude_a_command_the_broken_hook_refused_is_not_one_that_ran() {
             false,
             vec![EventBody::Policy {
                 rule: rule.clone(),
-                message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+                message: format!("the engine's output, which the job could write, reports: denied `{tried}` (host profile `test-deny`, deny_commands)"),
             }]
         ),
         "{}",
@@ -1040,13 +1040,21 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
         .iter()
         .filter(|b| matches!(b, EventBody::Policy { .. }))
         .collect();
-    let want: Vec<EventBody> = [rule.clone(), format!("ls && {rule}")]
-        .iter()
-        .map(|cmd| EventBody::Policy {
-            rule: rule.clone(),
-            message: format!("denied `{cmd}` (host profile `test-deny`, deny_commands)"),
-        })
-        .collect();
+    // The hook's from its record file, Claude Code's own from its output:
+    // each says it is the job side's report.
+    let want: Vec<EventBody> = [
+        (rule.clone(), "the hook's record file"),
+        (format!("ls && {rule}"), "the engine's output"),
+    ]
+    .iter()
+    .map(|(cmd, from)| EventBody::Policy {
+        rule: rule.clone(),
+        message: format!(
+            "{from}, which the job could write, reports: denied `{cmd}` (host profile \
+             `test-deny`, deny_commands)"
+        ),
+    })
+    .collect();
     assert_eq!(policy, want.iter().collect::<Vec<_>>());
 }
 
@@ -1180,7 +1188,7 @@ async fn claude_a_repositorys_settings_do_not_switch_the_hook_off() {
     }
     let denial = EventBody::Policy {
         rule: rule.into(),
-        message: format!("denied `{tried}` (host profile `test-deny`, deny_commands)"),
+        message: format!("the hook's record file, which the job could write, reports: denied `{tried}` (host profile `test-deny`, deny_commands)"),
     };
     let want: Vec<_> = cases
         .into_iter()
@@ -1334,9 +1342,9 @@ async fn codex_interactive_tools_cannot_type_a_denied_command() {
         assert_eq!(
             commands,
             vec![
-                "deny_commands: denied `bash` (host profile `no-touch`, deny_commands)".to_string(),
-                "deny_commands: denied `sh` (host profile `no-touch`, deny_commands)".to_string(),
-                "deny_commands: denied `echo 'touch denied-ran' | bash` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: the hook's record file, which the job could write, reports: denied `bash` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: the hook's record file, which the job could write, reports: denied `sh` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: the hook's record file, which the job could write, reports: denied `echo 'touch denied-ran' | bash` (host profile `no-touch`, deny_commands)".to_string(),
             ],
             "{rung}"
         );
@@ -1433,7 +1441,7 @@ async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
         (
             vec![EventBody::Policy {
                 rule: "codex".into(),
-                message: "codex refused `rm -f README.md` on its own: rm -f style commands are not permitted. Use a safer approach (as the engine's session files report it, which the job could write)".into(),
+                message: "the engine's session files, which the job could write, report: codex refused `rm -f README.md` on its own: rm -f style commands are not permitted. Use a safer approach".into(),
             }],
             Some(vec![])
         )
@@ -1468,7 +1476,7 @@ async fn claude_refusing_a_tool_on_its_own_is_one_event_without_a_profile() {
         policy,
         vec![EventBody::Policy {
             rule: "claude".into(),
-            message: "claude refused `WebFetch {\"prompt\":\"p\",\"url\":\"http://example.invalid/\"}` on its own: its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into(),
+            message: "the engine's output, which the job could write, reports: claude refused `WebFetch {\"prompt\":\"p\",\"url\":\"http://example.invalid/\"}` on its own: its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into(),
         }]
     );
 }

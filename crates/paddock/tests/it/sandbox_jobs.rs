@@ -680,7 +680,8 @@ async fn profile_is_enforced_in_the_sandbox(engine: &str) {
         policy,
         vec![paddock_protocol::EventBody::Policy {
             rule: "touch denied.txt".into(),
-            message: "denied `touch denied.txt` (host profile `sandbox-caps`, deny_commands)"
+            message: "the hook's record file, which the job could write, reports: denied `touch \
+                      denied.txt` (host profile `sandbox-caps`, deny_commands)"
                 .into(),
         }]
     );

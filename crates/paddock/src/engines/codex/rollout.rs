@@ -12,7 +12,7 @@
 //! refusal. The files are written by the job (it can write a rollout
 //! file of any text): what they report is the engine's report, never
 //! Paddock's own seeing, and its events say so
-//! (`denial::REPORTED_IN_FILES`). The walk
+//! (`denial::ReportedIn::Files`). The walk
 //! starts from `$CODEX_HOME` opened without following a link (itself, or
 //! `sessions`, a link to a host directory, is not read: another job's
 //! saved rollouts would become this job's denial events), goes through
