@@ -518,6 +518,23 @@ struct Tables<S, C, H, J> {
 
 type Ignored = serde::de::IgnoredAny;
 
+/// Every name the file may hold at its top, none read: a name it does not
+/// know is refused here, for every command (`load_sections`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct KnownNames {
+    max_usd: Option<Ignored>,
+    prices: Option<Ignored>,
+    isolation: Option<Ignored>,
+    profile: Option<Ignored>,
+    host_profile: Option<Ignored>,
+    serve: Option<Ignored>,
+    caches: Option<Ignored>,
+    hosts: Option<Ignored>,
+    jobs: Option<Ignored>,
+}
+
 /// The config file read part by part: each part's value or its mistake.
 #[derive(Debug)]
 pub struct Sections {
@@ -611,6 +628,12 @@ pub fn load_sections(path: &Path) -> Result<Sections, ConfigError> {
     };
     // The syntax first: a file that is no TOML has no part to read.
     read::<Ignored>(path, &text)?;
+    // Then the names: a key or table the file does not know (`[cache]`
+    // for `[caches]`, a key above every table meant for one) belongs to
+    // no part, so it stops every command, as a syntax error does. Read
+    // as a part of its own, `paddock gc` ran on with the default cap a
+    // `[cache] max_size` was meant to change.
+    read::<KnownNames>(path, &text)?;
     let top = read::<TopKeys>(path, &text).map(|t| top_config(path, t));
     let serve = read::<Tables<ServeFile, Ignored, Ignored, Ignored>>(path, &text)
         .map(|t| t.serve.unwrap_or_default());
@@ -946,19 +969,23 @@ mod tests {
                 (Section::Hosts, "config file FILE, line 7: field `hosts.heartbeat_secs`: invalid type: string \"ten\", expected a whole number, 0 or more".to_owned()),
             ]
         );
-        // A table the file does not know is a top-level mistake: the
-        // tables still read; a syntax error fails every part.
-        let (_dir, p) = write("[serv]\nlisten = \"127.0.0.1:9000\"\n[caches]\nmax_size = 10\n");
+        // A table or key the file does not know belongs to no part: it
+        // fails every part, as a syntax error does (a `[cache]` meant for
+        // `[caches]` must not leave `paddock gc` on the default cap).
+        let (_dir, p) = write("[cache]\nmax_size = 10\n[serve]\nlisten = \"127.0.0.1:9000\"\n");
         let said = |e: &ConfigError| e.to_string().replace(&p.display().to_string(), "FILE");
+        let unknown = "config file FILE, line 1: field `cache`: unknown field `cache`, expected one of `max_usd`, `prices`, `isolation`, `profile`, `host_profile`, `serve`, `caches`, `hosts`, `jobs`".to_owned();
         assert_eq!(
             (
-                load_only(&p, &[Section::Caches, Section::Serve]).map(|c| c.caches.max_bytes()).map_err(|e| said(&e)),
-                load_only(&p, &[Section::Top]).map(|_| ()).map_err(|e| said(&e)),
+                load_only(&p, &[Section::Caches, Section::Hosts])
+                    .map(|c| c.caches.max_bytes())
+                    .map_err(|e| said(&e)),
+                load_only(&p, &[Section::Serve])
+                    .map(|_| ())
+                    .map_err(|e| said(&e)),
+                load_sections(&p).map(|_| ()).map_err(|e| said(&e)),
             ),
-            (
-                Ok(Some(10)),
-                Err("config file FILE, line 1: field `serv`: unknown field `serv`, expected one of `max_usd`, `prices`, `isolation`, `profile`, `host_profile`, `serve`, `caches`, `hosts`, `jobs`".to_owned()),
-            )
+            (Err(unknown.clone()), Err(unknown.clone()), Err(unknown)),
         );
         let (_dir, p) = write("[serve\n");
         assert!(matches!(

@@ -1360,6 +1360,23 @@ async fn a_mistake_in_one_part_of_the_config_file_stops_only_the_commands_readin
         "{}",
         stderr(&run)
     );
+    // A table the file does not know belongs to no part: `[cache]` meant
+    // for `[caches]` stops `paddock gc` too, where it ran on the default
+    // cap the table was meant to change.
+    home.write_config("[cache]\nmax_size = \"1KiB\"\n");
+    let gc = home.paddock(&["gc"], &[]).await;
+    assert_eq!(
+        (gc.status.code(), stderr(&gc)),
+        (
+            Some(2),
+            format!(
+                "paddock: config file {}, line 1: field `cache`: unknown field `cache`, expected \
+                 one of `max_usd`, `prices`, `isolation`, `profile`, `host_profile`, `serve`, \
+                 `caches`, `hosts`, `jobs`\n",
+                file.display()
+            )
+        )
+    );
     // A second part that does not read: each command reading it stops on
     // it, and doctor names both.
     home.write_config(
