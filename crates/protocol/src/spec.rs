@@ -1488,6 +1488,48 @@ impl JobSpec {
         if self.engine.model.trim().is_empty() {
             return Err(bad("engine.model", "must not be empty".into()));
         }
+        self.check_file_urls()
+    }
+
+    /// A `file://` URL is `file://` then an absolute path. Git reads
+    /// `file://repo` as a host `repo` without a path (the job was made and
+    /// failed at its clone: "no path specified"), and `file://HOST/PATH`
+    /// as `/PATH`, its host ignored, where the host's checks of what a
+    /// spec names read the path `HOST/PATH` (`host_references`).
+    fn check_file_urls(&self) -> Result<(), (String, String)> {
+        let urls = [
+            ("repository.url", self.repository.url.as_deref(), true),
+            (
+                "results.push.url",
+                self.results.push.as_ref().map(|p| p.url.as_str()),
+                false,
+            ),
+        ];
+        for (field, url, may_be_a_path) in urls {
+            let Some(rest) = url.and_then(|u| u.strip_prefix("file://")) else {
+                continue;
+            };
+            if rest.starts_with('/') {
+                continue;
+            }
+            let why = match rest.split_once('/') {
+                Some((host, path)) => format!(
+                    "`file://{rest}` names a host, `{host}`, which git ignores, reading \
+                     `/{path}`: write `file:///{path}` (`file://` and an absolute path)"
+                ),
+                None => format!(
+                    "`file://{rest}` has no path (git reads `{rest}` as a host): write \
+                     `file://` and an absolute path (`file:///full/path/to/{rest}`){}",
+                    if may_be_a_path {
+                        "; a path relative to the spec is written without `file://` \
+                         (`url = \"repo\"`, or `path = \"repo\"` for a working tree)"
+                    } else {
+                        ""
+                    }
+                ),
+            };
+            return Err(bad(field, why));
+        }
         Ok(())
     }
 
@@ -2279,6 +2321,54 @@ scenario = "s.toml"
                 vec![],
                 vec![],
                 vec![],
+            ]
+        );
+    }
+
+    /// A `file://` URL not followed by an absolute path is refused with
+    /// what to write (before, `file://repo` made a job that failed at its
+    /// clone, "no path specified", and `file://host/srv/r` was cloned from
+    /// `/srv/r` while the host's checks read `host/srv/r`).
+    #[test]
+    fn a_file_url_without_an_absolute_path_is_refused_with_what_to_write() {
+        let said = [
+            ("url = \"file://repo\"\n", ""),
+            ("url = \"file://localhost/srv/r\"\n", ""),
+            ("url = \"file:///srv/r\"\n", ""),
+            (
+                "url = \"file:///srv/r\"\n",
+                "[results.push]\nurl = \"file://srv/pushed.git\"\n",
+            ),
+        ]
+        .map(|(url, push)| {
+            let text = format!("{}{push}", BASE.replace("path = \".\"\n", url));
+            JobSpec::from_toml(&text, Path::new("spec.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+        assert_eq!(
+            said,
+            [
+                Err(
+                    "job spec spec.toml: field `repository.url`: `file://repo` has no path (git \
+                     reads `repo` as a host): write `file://` and an absolute path \
+                     (`file:///full/path/to/repo`); a path relative to the spec is written \
+                     without `file://` (`url = \"repo\"`, or `path = \"repo\"` for a working tree)"
+                        .to_owned()
+                ),
+                Err(
+                    "job spec spec.toml: field `repository.url`: `file://localhost/srv/r` names a \
+                     host, `localhost`, which git ignores, reading `/srv/r`: write `file:///srv/r` \
+                     (`file://` and an absolute path)"
+                        .to_owned()
+                ),
+                Ok(()),
+                Err(
+                    "job spec spec.toml: field `results.push.url`: `file://srv/pushed.git` names \
+                     a host, `srv`, which git ignores, reading `/pushed.git`: write \
+                     `file:///pushed.git` (`file://` and an absolute path)"
+                        .to_owned()
+                ),
             ]
         );
     }
