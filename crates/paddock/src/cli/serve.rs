@@ -221,18 +221,52 @@ pub async fn exec(
         .cloned()
         .collect();
     withdraw_stored_credentials(&store, &profiles).await?;
+    // The config file's profiles resolve at start, named by their key and
+    // the file as `paddock run` names them. Before, a `host_profile` that
+    // does not resolve (every submission refused) was said of no job
+    // until one came, and a `profile` that does not was said without
+    // where it was set.
+    let config_file = super::run::config_location().unwrap_or_else(|| PathBuf::from("config.toml"));
+    let in_config = |key: &str, e: paddock::policy::profile::ResolveError| {
+        Failure::BadInput(anyhow::Error::new(e).context(format!(
+            "{key} in the config file {}",
+            config_file.display()
+        )))
+    };
+    if let Some(id) = &defaults.host_profile {
+        paddock::policy::profile::resolve(id, &*store)
+            .await
+            .map_err(|e| in_config("host_profile", e))?;
+    }
     // The default host profile's slots cap the queue unless a flag or
     // `[serve]` says otherwise.
     let profile_cap = match &defaults.profile {
         Some(id) => {
             paddock::policy::profile::resolve(id, &*store)
                 .await
-                .map_err(|e| Failure::BadInput(e.into()))?
+                .map_err(|e| in_config("profile", e))?
                 .0
                 .max_concurrent_jobs
         }
         None => None,
     };
+    // An allowed profile that does not resolve (a typo) refuses every
+    // spec naming it: said at start. Not an error: it may be saved later
+    // (`paddock profile add`), as an allowed path may be mounted.
+    for id in flags
+        .allow_profiles
+        .iter()
+        .flatten()
+        .chain(defaults.serve.allow_profiles.iter().flatten())
+    {
+        if let Err(e) = paddock::policy::profile::resolve(id, &*store).await {
+            errln!(
+                "paddock: warning: allowed profile (--allow-profile, [serve] allow_profiles): {}: \
+                 a submitted spec naming it is refused until it resolves",
+                paddock::terminal_text::text(&paddock::error_chain::chain(&e))
+            );
+        }
+    }
     let config = ServeConfig::resolve_with_profile(&flags, &defaults.serve, profile_cap);
     // Bound before anything is reaped or started: an address it cannot
     // listen on (a port in use: another server, perhaps this one's twin

@@ -618,6 +618,14 @@ async fn a_host_profile_refusal_names_what_named_the_profile() {
     db.close().await.unwrap();
     let job = spec(&home, "T-1", TURN);
     let mut answers = Vec::new();
+    // A default profile that is nowhere: stored when the server starts
+    // (which refuses one that resolves to nothing), removed while it runs.
+    let gone = home.path().join("gone.toml");
+    std::fs::write(&gone, "id = \"gone\"\n").unwrap();
+    let added = home
+        .paddock(&["profile", "add", gone.to_str().unwrap()], &[])
+        .await;
+    assert!(added.status.success(), "{added:?}");
     for (config, args, profile) in [
         ("host_profile = \"net\"\n", &[][..], None),
         ("host_profile = \"gone\"\n", &[][..], None),
@@ -625,6 +633,10 @@ async fn a_host_profile_refusal_names_what_named_the_profile() {
     ] {
         home.write_config(config);
         let server = Server::start(&home, args).await;
+        if config.contains("gone") {
+            let removed = home.paddock(&["profile", "rm", "gone"], &[]).await;
+            assert!(removed.status.success(), "{removed:?}");
+        }
         let mut job = job.clone();
         if let Some(profile) = profile {
             job["policy"] = serde_json::json!({ "profile": profile });
@@ -1388,6 +1400,52 @@ async fn sigterm_drains_cancelling_what_outlives_the_grace() {
         (JobStatus::Cancelled, Some("cancelled"), JobStatus::Queued)
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// The config file's `host_profile` that resolves to nothing (every
+/// submission would be refused) stops `paddock serve` at start naming the
+/// key and the file, as `paddock run` names it, and so does its `profile`;
+/// an allowed profile that resolves to nothing is a warning at start.
+/// Before, the server started with the host profile unresolved and said
+/// nothing of the allowed one, and the `profile` error named no file.
+#[tokio::test]
+async fn the_config_files_profiles_and_the_allowed_ones_are_checked_at_start() {
+    let home = Home::new();
+    let file = home.path().join("config/paddock/config.toml");
+    let mut said = Vec::new();
+    for key in ["host_profile", "profile"] {
+        home.write_config(&format!("{key} = \"ci-box\"\n"));
+        let out = home
+            .paddock(&["serve", "--listen", "127.0.0.1:0"], &[])
+            .await;
+        said.push((out.status.code(), stderr_of(&out)));
+    }
+    let unknown = "host profile `ci-box` is neither in the store nor a preset (constrained-local, \
+                   remote-full); save it with `paddock profile add FILE` or name a profile file";
+    assert_eq!(
+        said,
+        ["host_profile", "profile"].map(|key| (
+            Some(2),
+            format!(
+                "paddock: {key} in the config file {}: {unknown}\n",
+                file.display()
+            )
+        ))
+    );
+    home.write_config("");
+    let server = Server::start(&home, &["--allow-profile", "ci-box"]).await;
+    assert_eq!(
+        server
+            .stderr()
+            .lines()
+            .filter(|l| !l.starts_with("paddock: serving on "))
+            .collect::<Vec<_>>(),
+        vec![format!(
+            "paddock: warning: allowed profile (--allow-profile, [serve] allow_profiles): \
+             {unknown}: a submitted spec naming it is refused until it resolves"
+        )
+        .as_str()]
+    );
 }
 
 /// Ctrl-C says the server is stopping and for how long running jobs may
