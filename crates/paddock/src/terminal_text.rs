@@ -73,16 +73,12 @@ pub fn path(s: &str) -> String {
 /// show the text around it in another order than it is, or show nothing
 /// for it.
 pub fn dangerous(c: char) -> bool {
-    // A control character or a bidirectional control (the marks,
-    // embeddings, overrides and isolates): not plain text, by the one
-    // code-point rule a ticket title is held to.
+    // A control character, a bidirectional control (the marks,
+    // embeddings, overrides and isolates) or a character shown as nothing
+    // (zero-width space, word joiner, invisible operators, byte order
+    // mark, Mongolian vowel separator, tag characters): not plain text,
+    // by the one code-point rule a ticket title is held to.
     !paddock_protocol::plain_text::is_plain(c)
-        || matches!(
-            c,
-            // Zero-width space, word joiner, invisible operators, byte
-            // order mark, Mongolian vowel separator: nothing shown.
-            '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{180e}'
-        )
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod lexical_path;
 pub mod network;
 pub mod parse_error;
 pub mod plain_text;
+pub mod ref_name;
 pub mod results;
 pub mod spec;
 pub mod turn;

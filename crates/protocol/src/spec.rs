@@ -1330,6 +1330,20 @@ impl JobSpec {
                 return Err(bad("results.push", reason));
             }
         }
+        if let Some(branch) = &self.results.base_branch {
+            // Git's rules for a branch's name, a control or bidirectional
+            // character named by its code point (the name not echoed).
+            if let Some(why) = crate::ref_name::branch_fault(branch) {
+                let shown = match branch.chars().all(crate::plain_text::is_plain) {
+                    true => format!("`{branch}` "),
+                    false => String::new(),
+                };
+                return Err(bad(
+                    "results.base_branch",
+                    format!("{shown}is not a valid git branch name: {why}"),
+                ));
+            }
+        }
         let forge = self.results.github.is_some() || self.results.gitlab.is_some();
         if let (true, None) = (forge, &self.results.base_branch) {
             if let Some(what) = not_a_branch(&self.repository.base_ref) {
@@ -1354,19 +1368,10 @@ impl JobSpec {
         // show: a control character (an escape, a line break) or a
         // bidirectional control (which shows the title's text reordered)
         // is refused, named by its code point, never echoed.
-        if let Some((at, c)) = self
-            .ticket
-            .title
-            .char_indices()
-            .find(|(_, c)| !crate::plain_text::is_plain(*c))
-        {
+        if let Some(why) = crate::plain_text::first_not_plain(&self.ticket.title) {
             return Err(bad(
                 "ticket.title",
-                format!(
-                    "must be one line of plain text: U+{:04X} at byte {at} is a control \
-                     character or a bidirectional control",
-                    u32::from(c)
-                ),
+                format!("must be one line of plain text: {why}"),
             ));
         }
         if self.ticket.project.trim().is_empty() {
@@ -1477,12 +1482,28 @@ impl JobSpec {
                 "must not be empty (a branch, tag or commit; leave it out for HEAD)".into(),
             ));
         }
+        // A control or bidirectional character by its code point, never
+        // echoed; then git's own rules for a ref's name (a revision keeps
+        // `~`, `^`, `:` and `@{`).
+        if base.chars().any(|c| !crate::plain_text::is_plain(c)) {
+            let why = crate::ref_name::revision_fault(base).unwrap_or_default();
+            return Err(bad(
+                "repository.base_ref",
+                format!("is not a valid git revision: {why}"),
+            ));
+        }
         if base.starts_with('-') || base.chars().any(|c| c.is_whitespace()) {
             return Err(bad(
                 "repository.base_ref",
                 format!(
                     "`{base}` is not a valid git revision (no white space, not starting with `-`)"
                 ),
+            ));
+        }
+        if let Some(why) = crate::ref_name::revision_fault(base) {
+            return Err(bad(
+                "repository.base_ref",
+                format!("`{base}` is not a valid git revision: {why}"),
             ));
         }
         if self.engine.model.trim().is_empty() {
@@ -2072,8 +2093,9 @@ scenario = "s.toml"
             .map_err(|e| e.to_string())
     }
 
-    /// A title is one line of plain text: an escape, a line break, a tab
-    /// or a bidirectional control is refused by its code point, never
+    /// A title is one line of plain text: an escape, a line break, a tab,
+    /// a bidirectional control or an invisible character (a zero-width
+    /// space, a tag character) is refused by its code point, never
     /// echoed; other unicode (an accent composed or not) is kept.
     #[test]
     fn a_title_with_a_control_or_bidi_character_is_refused_by_its_code_point() {
@@ -2089,7 +2111,8 @@ scenario = "s.toml"
         let refused = |cp: &str, at: usize| {
             Err(format!(
                 "job spec spec.toml: field `ticket.title`: must be one line of plain text: {cp} at \
-                 byte {at} is a control character or a bidirectional control"
+                 byte {at} is a control character, a bidirectional control or an invisible \
+                 character"
             ))
         };
         assert_eq!(
@@ -2099,6 +2122,8 @@ scenario = "s.toml"
                 check("fix\tit"),
                 check("fix \u{202e}ti"),
                 check("fix \u{2066}it"),
+                check("fix\u{200b}it"),
+                check("fix \u{e0069}it"),
                 check("caf\u{e9} and cafe\u{301}"),
             ],
             [
@@ -2107,6 +2132,8 @@ scenario = "s.toml"
                 refused("U+0009", 3),
                 refused("U+202E", 4),
                 refused("U+2066", 4),
+                refused("U+200B", 3),
+                refused("U+E0069", 4),
                 Ok(()),
             ]
         );
@@ -2399,6 +2426,87 @@ scenario = "s.toml"
                 "job spec spec.toml: field `repository.base_ref`: `-x` is not a valid git revision \
                  (no white space, not starting with `-`)"
                     .to_owned(),
+            ]
+        );
+    }
+
+    /// `repository.base_ref` and `results.base_branch` are held to git's
+    /// rules for a ref's name where the spec is read, a control or
+    /// bidirectional character named by its code point and the name not
+    /// echoed; a revision keeps `~`, `^` and `@{`. Before, an escape, a
+    /// line break or an override in either was stored and shown as sent.
+    #[test]
+    fn a_base_ref_or_branch_git_would_refuse_is_refused_naming_the_field() {
+        let with = |field: &str, value: &str| {
+            let quoted = serde_json::to_string(value).unwrap();
+            let text = match field {
+                "base_ref" => BASE.replace(
+                    "path = \".\"\n",
+                    &format!("path = \".\"\nbase_ref = {quoted}\n"),
+                ),
+                _ => format!("{BASE}[results]\nbase_branch = {quoted}\n"),
+            };
+            JobSpec::from_toml(&text, Path::new("spec.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let refused = |field: &str, why: &str| {
+            Err::<(), String>(format!("job spec spec.toml: field `{field}`: {why}"))
+        };
+        assert_eq!(
+            [
+                with("base_ref", "ma\u{1b}]0;x\u{7}in"),
+                with("base_ref", "main\u{202e}"),
+                with("base_ref", "a..b"),
+                with("base_ref", "refs/heads/.x"),
+                with("base_ref", "HEAD~1"),
+                with("base_ref", "main@{1}"),
+                with("base_branch", "ma\nin"),
+                with("base_branch", "x\u{2066}"),
+                with("base_branch", "a~1"),
+                with("base_branch", "x.lock"),
+                with("base_branch", "release/1.x"),
+            ],
+            [
+                refused(
+                    "repository.base_ref",
+                    "is not a valid git revision: U+001B at byte 2 is a control character, a \
+                     bidirectional control or an invisible character"
+                ),
+                refused(
+                    "repository.base_ref",
+                    "is not a valid git revision: U+202E at byte 4 is a control character, a \
+                     bidirectional control or an invisible character"
+                ),
+                refused(
+                    "repository.base_ref",
+                    "`a..b` is not a valid git revision: it holds `..`"
+                ),
+                refused(
+                    "repository.base_ref",
+                    "`refs/heads/.x` is not a valid git revision: a component of it starts with `.`"
+                ),
+                Ok(()),
+                Ok(()),
+                refused(
+                    "results.base_branch",
+                    "is not a valid git branch name: U+000A at byte 2 is a control character, a \
+                     bidirectional control or an invisible character"
+                ),
+                refused(
+                    "results.base_branch",
+                    "is not a valid git branch name: U+2066 at byte 1 is a control character, a \
+                     bidirectional control or an invisible character"
+                ),
+                refused(
+                    "results.base_branch",
+                    "`a~1` is not a valid git branch name: it holds `~`"
+                ),
+                refused(
+                    "results.base_branch",
+                    "`x.lock` is not a valid git branch name: a component of it ends with `.lock`"
+                ),
+                Ok(()),
             ]
         );
     }

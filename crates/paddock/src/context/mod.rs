@@ -10,9 +10,10 @@
 //! is pure; [`install`] writes the result into a workspace, where none of it
 //! reaches the job's patch.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{EngineKind, JobSpec};
+use paddock_protocol::{plain_text, EngineKind, JobSpec};
 use serde::Serialize;
 
 use crate::workspace::Workspace;
@@ -303,8 +304,8 @@ struct Vars<'a> {
     policy: &'a PolicyContext,
     skills: Vec<SkillVars<'a>>,
     bounces: Vec<AttemptVars<'a>>,
-    /// Standing instructions (`context.instructions`; a turn's).
-    instructions: Option<&'a str>,
+    /// Standing instructions (`context.instructions`; a turn's), plain.
+    instructions: Option<Cow<'a, str>>,
     /// The file being rendered (`AGENTS.md`, `CLAUDE.md`; `PROMPT.md` for the prompt).
     file: &'a str,
     /// The file the engine reads its instructions from.
@@ -317,42 +318,51 @@ struct Vars<'a> {
     other_conventions_text: Option<&'a str>,
 }
 
+/// The ticket as the templates see it: every text of the spec plain
+/// ([`paddock_protocol::plain_text`]): a name one line, a text of several
+/// lines its line breaks and tabs only, no escape, NUL, carriage return or
+/// bidirectional control reaching the engine's instructions or prompt.
 #[derive(Debug, Serialize)]
 struct TicketVars<'a> {
     id: &'a str,
-    title: &'a str,
+    title: Cow<'a, str>,
     #[serde(rename = "type")]
-    kind: &'a str,
-    project: &'a str,
-    description: &'a str,
-    done_when: &'a [String],
-    constraints: &'a [String],
+    kind: Cow<'a, str>,
+    project: Cow<'a, str>,
+    description: Cow<'a, str>,
+    done_when: Vec<Cow<'a, str>>,
+    constraints: Vec<Cow<'a, str>>,
     comments: Vec<CommentVars<'a>>,
     prior_attempts: Vec<AttemptVars<'a>>,
 }
 
 #[derive(Debug, Serialize)]
 struct CommentVars<'a> {
-    author: &'a str,
-    body: &'a str,
-    at: Option<&'a str>,
+    author: Cow<'a, str>,
+    body: Cow<'a, str>,
+    at: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 struct AttemptVars<'a> {
     attempt: u32,
-    outcome: &'a str,
-    summary: &'a str,
-    branch: Option<&'a str>,
-    tried: &'a [String],
-    failed: &'a [String],
-    bounce_comment: Option<&'a str>,
+    outcome: Cow<'a, str>,
+    summary: Cow<'a, str>,
+    branch: Option<Cow<'a, str>>,
+    tried: Vec<Cow<'a, str>>,
+    failed: Vec<Cow<'a, str>>,
+    bounce_comment: Option<Cow<'a, str>>,
+}
+
+/// Each of `texts` as plain text of several lines.
+fn plain_texts(texts: &[String]) -> Vec<Cow<'_, str>> {
+    texts.iter().map(|t| plain_text::text(t)).collect()
 }
 
 #[derive(Debug, Serialize)]
 struct EngineVars<'a> {
     kind: &'a str,
-    model: &'a str,
+    model: Cow<'a, str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -396,12 +406,16 @@ impl Prepared {
             .iter()
             .map(|a| AttemptVars {
                 attempt: a.attempt,
-                outcome: &a.outcome,
-                summary: &a.summary,
-                branch: a.branch.as_deref(),
-                tried: &a.tried,
-                failed: &a.failed,
-                bounce_comment: a.bounce_comment.as_deref().filter(|c| !c.trim().is_empty()),
+                outcome: plain_text::line(&a.outcome),
+                summary: plain_text::text(&a.summary),
+                branch: a.branch.as_deref().map(plain_text::line),
+                tried: plain_texts(&a.tried),
+                failed: plain_texts(&a.failed),
+                bounce_comment: a
+                    .bounce_comment
+                    .as_deref()
+                    .map(plain_text::text)
+                    .filter(|c| !c.trim().is_empty()),
             })
             .collect();
         let secs = spec.limits.timeout_secs;
@@ -409,19 +423,19 @@ impl Prepared {
             |file: &'static str, extends: bool, other: Option<(&'static str, &'a Existing)>| Vars {
                 ticket: TicketVars {
                     id: &t.id,
-                    title: &t.title,
-                    kind: &t.kind,
-                    project: &t.project,
-                    description: &t.description,
-                    done_when: &t.done_when,
-                    constraints: &t.constraints,
+                    title: plain_text::line(&t.title),
+                    kind: plain_text::line(&t.kind),
+                    project: plain_text::line(&t.project),
+                    description: plain_text::text(&t.description),
+                    done_when: plain_texts(&t.done_when),
+                    constraints: plain_texts(&t.constraints),
                     comments: t
                         .comments
                         .iter()
                         .map(|c| CommentVars {
-                            author: &c.author,
-                            body: &c.body,
-                            at: c.at.as_deref(),
+                            author: plain_text::line(&c.author),
+                            body: plain_text::text(&c.body),
+                            at: c.at.as_deref().map(plain_text::line),
                         })
                         .collect(),
                     prior_attempts: attempts.clone(),
@@ -430,7 +444,7 @@ impl Prepared {
                 branch: spec.branch(),
                 engine: EngineVars {
                     kind: spec.engine.kind.as_str(),
-                    model: &spec.engine.model,
+                    model: plain_text::line(&spec.engine.model),
                 },
                 isolation: spec.isolation.as_str(),
                 limits: LimitVars {
@@ -456,7 +470,7 @@ impl Prepared {
                     .filter(|a| a.bounce_comment.is_some())
                     .cloned()
                     .collect(),
-                instructions: spec.context.instructions.as_deref(),
+                instructions: spec.context.instructions.as_deref().map(plain_text::text),
                 file,
                 instructions_file: instructions_file(spec.engine.kind),
                 extends,

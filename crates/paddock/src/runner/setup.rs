@@ -151,7 +151,7 @@ pub(super) async fn run(
             stdin: None,
             protect: Vec::new(),
         };
-        let what = format!("setup command {} of {total} (`{line}`)", i + 1);
+        let what = command_named(i + 1, total, line);
         let launched = match job.rung.launch(&on_rung, &cmd).await {
             // Until the command runs, a failure of the rung's set-up is
             // the rung's, not an exit of the command's.
@@ -388,6 +388,18 @@ impl Unmet {
 /// Whether a record is of something the setup asked for and did not get:
 /// refused or unreached during setup (not a request without a
 /// destination, port 0).
+/// How a reason, an error or a warning names setup command `n` of
+/// `total`: the spec's text (a submitter's) one line, every control,
+/// bidirectional or invisible character shown as its escape
+/// (`terminal_text::line`), so a command's line breaks and escapes forge
+/// no line of the job's reason, closeout or log.
+fn command_named(n: usize, total: usize, line: &str) -> String {
+    format!(
+        "setup command {n} of {total} (`{}`)",
+        crate::terminal_text::line(line)
+    )
+}
+
 fn is_unmet(r: &paddock_protocol::EgressRecord) -> bool {
     !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0
 }
@@ -644,6 +656,23 @@ async fn tail(mut out: Output) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A setup command's text is named on one line, its escapes, line
+    /// breaks and overrides shown as escapes; a plain one as it is.
+    #[test]
+    fn a_setup_commands_text_is_named_escaped() {
+        assert_eq!(
+            [
+                command_named(1, 2, "make deps"),
+                command_named(2, 2, "true\nprintf '\u{1b}]0;x\u{7}' \u{202e}# done"),
+            ],
+            [
+                "setup command 1 of 2 (`make deps`)".to_string(),
+                "setup command 2 of 2 (`true\\u{a}printf '\\u{1b}]0;x\\u{7}' \\u{202e}# done`)"
+                    .to_string(),
+            ]
+        );
+    }
 
     /// What each command left is noted: a count of none says nothing, a
     /// rung that does not count says nothing, a count and an unreadable

@@ -60,6 +60,7 @@ mod serve_limits;
 mod serve_turns;
 mod session_attacks;
 mod setup_cache;
+mod spec_text_attacks;
 mod submission_attacks;
 mod terminal_attacks;
 mod token_endings;
