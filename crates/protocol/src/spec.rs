@@ -25,6 +25,14 @@ pub enum SpecError {
     /// (`job.toml, job-claude.toml`), or says there are none.
     #[error("job spec {path} is a directory; name a spec file in it ({specs})")]
     Directory { path: PathBuf, specs: String },
+    /// Nothing but white space (an empty file, nothing piped to `-`):
+    /// said so, where it read as the first field missing (`missing field
+    /// `ticket` (line 1, column 1)`).
+    #[error(
+        "job spec {path} is empty: a spec has at least [ticket], [repository], [engine] and \
+         [upstream] (docs/job-spec.md)"
+    )]
+    Empty { path: PathBuf },
     /// `field` empty: the document itself, or a syntax error.
     #[error("job spec {path}: {}{message}", crate::parse_error::field_prefix(.field))]
     Parse {
@@ -816,6 +824,11 @@ impl JobSpec {
             path: path.to_path_buf(),
             source,
         })?;
+        if text.trim().is_empty() {
+            return Err(SpecError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
         let mut spec = match ext {
             "toml" => JobSpec::from_toml(&text, path)?,
@@ -841,6 +854,11 @@ impl JobSpec {
     /// (telling back, in the path it echoes, whether one exists or is a
     /// link, and triggering whatever an automounter does on a lookup).
     pub fn from_text(text: &str, origin: &Path, base: &Path) -> Result<JobSpec, SpecError> {
+        if text.trim().is_empty() {
+            return Err(SpecError::Empty {
+                path: origin.to_path_buf(),
+            });
+        }
         let mut spec = if text.trim_start().starts_with('{') {
             JobSpec::from_json(text, origin)?
         } else {
@@ -2350,6 +2368,28 @@ scenario = "s.toml"
                 vec![],
             ]
         );
+    }
+
+    /// An empty spec (a file, or nothing on stdin) is said to be empty,
+    /// where it read as `missing field `ticket` (line 1, column 1)`.
+    #[test]
+    fn an_empty_spec_is_said_to_be_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("job.toml");
+        std::fs::write(&file, "\n  \n").unwrap();
+        let said = [
+            JobSpec::load(&file).map(|_| ()).map_err(|e| e.to_string()),
+            JobSpec::from_text("", Path::new("<stdin>"), Path::new("."))
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        ];
+        let empty = |origin: &str| {
+            Err(format!(
+                "job spec {origin} is empty: a spec has at least [ticket], [repository], \
+                 [engine] and [upstream] (docs/job-spec.md)"
+            ))
+        };
+        assert_eq!(said, [empty(&file.display().to_string()), empty("<stdin>")]);
     }
 
     /// A `file://` URL not followed by an absolute path is refused with
