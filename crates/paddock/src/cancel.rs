@@ -8,6 +8,14 @@
 //! `paddock serve` at once), and a dead one's reaper marks it `cancelled`;
 //! an ended job is left as it is. The server's own cancel
 //! (`server::queue`) also signals the jobs it runs itself.
+//!
+//! Every cancel names who asked ([`asked_by`]): a queued job's reason and
+//! status event say it ([`cancelled_queued`]), a running job's request
+//! keeps it in the store (`Store::request_cancel`'s `by`), which the
+//! owner's end reads ([`with_asker`]: `cancelled, asked by …`), and so does
+//! the reaper's end of a dead owner's job. `paddock cancel` asks as
+//! [`cli_asker`] (`user@host`), a server as `server/asker.rs` describes
+//! its API token or dashboard session.
 
 use std::time::Duration;
 
@@ -17,8 +25,63 @@ use time::OffsetDateTime;
 
 use crate::store::{Owner, Store, StoreError};
 
-/// The reason of a job cancelled before it started.
+/// How the reason of a job cancelled before it started begins.
 pub const CANCELLED_QUEUED: &str = "cancelled while queued";
+
+/// How a cancel's reason names who asked (`by`, as the request records
+/// it): `asked by …`.
+pub fn asked_by(by: &str) -> String {
+    format!("asked by {by}")
+}
+
+/// The reason (and status event detail) of a job cancelled while queued,
+/// asked by `by`: `cancelled while queued, asked by …`. Before, it named
+/// nobody.
+pub fn cancelled_queued(by: &str) -> String {
+    format!("{CANCELLED_QUEUED}, {}", asked_by(by))
+}
+
+/// A cancelled job's `reason` (its own wording: `cancelled`, or a setup
+/// command's) with who asked, when the cancel was asked through the store
+/// (`asked`: `Store::cancel_requested`): `…, asked by … at <RFC 3339>`.
+/// Without a request (Ctrl-C in the job's own terminal) it is left as it
+/// is. Before, a job its owner stopped on another process's request ended
+/// plain `cancelled`, as a local cancel does.
+pub fn with_asker(
+    reason: Option<String>,
+    asked: Option<&crate::store::CancelRequest>,
+) -> Option<String> {
+    let Some(asked) = asked else {
+        return reason;
+    };
+    let at = asked
+        .at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| asked.at.to_string());
+    let asker = format!("{} at {at}", asked_by(&asked.by));
+    Some(match reason {
+        Some(reason) => format!("{reason}, {asker}"),
+        None => format!("cancelled, {asker}"),
+    })
+}
+
+/// Who `paddock cancel` asks as: `user@host (paddock cancel)`, the user
+/// this process runs as (its passwd entry's name, else its uid) and the
+/// jobs directory's host name (`host_id::owner`), shown safe for a
+/// terminal.
+pub fn cli_asker(host: &str) -> String {
+    let uid = nix::unistd::Uid::current();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| format!("uid {uid}"));
+    format!(
+        "{}@{} (paddock cancel)",
+        crate::terminal_text::line(&user),
+        crate::terminal_text::line(host)
+    )
+}
 
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,16 +104,18 @@ pub fn ended_unrun(record: &mut JobRecord, status: JobStatus, reason: String) {
     record.duration_ms = Some(0);
 }
 
-/// The status event of a job a cancel ended before it started.
-pub fn cancelled_unrun_event() -> EventBody {
+/// The status event of a job a cancel asked by `by` ended before it
+/// started.
+pub fn cancelled_unrun_event(by: &str) -> EventBody {
     EventBody::Status {
         phase: Phase::Cancelled,
-        detail: Some(CANCELLED_QUEUED.into()),
+        detail: Some(cancelled_queued(by)),
     }
 }
 
-/// Cancels job `id` through `store`, asked by host `by` (its name, said
-/// in the reason of a job its reaper ends). A job that changes status
+/// Cancels job `id` through `store`, asked by `by` (said in the reason of
+/// a queued job it cancels, recorded with the request of a running one:
+/// [`cli_asker`] for `paddock cancel`). A job that changes status
 /// meanwhile (claimed, started, ended) is looked at again, a few times.
 pub async fn cancel(store: &dyn Store, id: &str, by: &str) -> Result<Asked, StoreError> {
     let mut found = String::new();
@@ -61,7 +126,7 @@ pub async fn cancel(store: &dyn Store, id: &str, by: &str) -> Result<Asked, Stor
         found = record.status.as_str().to_owned();
         match record.status {
             JobStatus::Queued => {
-                ended_unrun(&mut record, JobStatus::Cancelled, CANCELLED_QUEUED.into());
+                ended_unrun(&mut record, JobStatus::Cancelled, cancelled_queued(by));
                 match store.finish_job(&record, JobStatus::Queued).await {
                     Ok(()) => {
                         store
@@ -69,7 +134,7 @@ pub async fn cancel(store: &dyn Store, id: &str, by: &str) -> Result<Asked, Stor
                                 job_id: id.to_owned(),
                                 seq: 1,
                                 at: OffsetDateTime::now_utc(),
-                                body: cancelled_unrun_event(),
+                                body: cancelled_unrun_event(by),
                             })
                             .await?;
                         return Ok(Asked::Dequeued(record));

@@ -348,6 +348,17 @@ fn parse_size(text: &str) -> Result<CacheSize, String> {
         })
 }
 
+/// A number of seconds that must be at least 1 (`max_passed_over_secs`).
+fn some_secs_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match u64::deserialize(d)? {
+        0 => Err(serde::de::Error::custom(
+            "must be at least 1: 0 would fail a job at its first pass, before any other \
+             server looked at it",
+        )),
+        n => Ok(Some(n)),
+    }
+}
+
 /// A count that must be at least 1 (`max_concurrent_jobs`).
 fn some_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     match u32::deserialize(d)? {
@@ -372,7 +383,9 @@ pub struct ServeFile {
     /// How long SIGTERM waits for running jobs before cancelling them.
     pub drain_grace_secs: Option<u64>,
     /// How long a job may wait queued, passed over by every server that
-    /// claimed it, before the server passing it over fails it.
+    /// claimed it, before the server passing it over fails it (at least 1:
+    /// 0 failed a job at its first pass, before any other server looked).
+    #[serde(default, deserialize_with = "some_secs_at_least_one")]
     pub max_passed_over_secs: Option<u64>,
     /// Where every job's final record is POSTed (completion webhooks).
     pub webhook_url: Option<String>,
@@ -850,6 +863,21 @@ mod tests {
             load(&p).unwrap_err().to_string(),
             format!(
                 "config file {}, line 3: field `serve.max_concurrent_jobs`: must be at least 1",
+                p.display()
+            )
+        );
+    }
+
+    /// `max_passed_over_secs = 0` is refused naming file, line and key
+    /// (it failed every job passed over at its first pass).
+    #[test]
+    fn a_passed_over_wait_of_zero_is_refused_with_its_line() {
+        let (_dir, p) = write("[serve]\nmax_passed_over_secs = 0\n");
+        assert_eq!(
+            load(&p).unwrap_err().to_string(),
+            format!(
+                "config file {}, line 2: field `serve.max_passed_over_secs`: must be at least 1: \
+                 0 would fail a job at its first pass, before any other server looked at it",
                 p.display()
             )
         );

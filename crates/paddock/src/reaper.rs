@@ -72,10 +72,13 @@
 //! when it first saw that very heartbeat: a wall clock jumped forward past
 //! the TTL (or a host's clock far behind) never has live jobs reclaimed.
 //! A cancel a server records for another host's job whose heartbeat is
-//! already older than the TTL by its date ([`reclaim_cancelled`]) does
-//! not wait for that: the user asked for the job to end, its owner is dead
-//! by the rule above, and the reclaim's compare-and-set still leaves an
-//! owner that renewed meanwhile its job.
+//! already older than the TTL by its date ([`reclaim_cancelled`]) waits
+//! less: once the server has seen that heartbeat unchanged for
+//! [`MISSED_RENEWALS`] intervals on its monotonic clock (its owner missed
+//! renewals it makes every interval), the job is reclaimed at the cancel;
+//! the date alone never does it (a clock jumped forward here, or behind
+//! on the owner's host), and the reclaim's compare-and-set still leaves
+//! an owner that renewed meanwhile its job.
 //!
 //! The lease file appears only once it is locked (locked under a temporary
 //! name, then renamed), so the reaper never wins a race against a job that
@@ -699,22 +702,29 @@ pub async fn reclaim_others(
 }
 
 /// Another host's running job `id` that a cancel was just asked of
-/// (`Store::request_cancel`, recorded first), reclaimed now when its
-/// heartbeat's date is more than the TTL before this host's wall clock:
-/// its owner is dead by the rule a reaper's pass judges by, so waiting
-/// for that pass (a server's waits the TTL again on its own clock) only
-/// leaves the job `running` for nobody. It ends `cancelled` as a reclaim
-/// ends it ([`cancelled_reason`]: who asked, when, and that its host was
-/// found dead; never queued again), by the same compare-and-set on its
-/// owner, that very heartbeat and the request (`Store::reclaim_job`), so
-/// an owner that renewed meanwhile keeps the job and stops it itself.
-/// The owner it was reclaimed from; `None` when it is not another host's
-/// running job, its heartbeat is not that old (or dated ahead), or its
-/// owner or another reaper came first.
+/// (`Store::request_cancel`, recorded first), reclaimed now when its owner
+/// is dead by a rule no single clock's jump satisfies: the server asking
+/// (`watched`, its periodic pass's [`Sightings`], the same beat judged on
+/// its monotonic clock `mono`) has seen that very heartbeat unchanged for
+/// more than the TTL, or for more than [`MISSED_RENEWALS`] heartbeat
+/// intervals (a live owner renews every interval) while its date is also
+/// more than the TTL before this host's wall clock `wall`. Before, the
+/// date alone settled it: this host's clock jumped forward, or the
+/// owner's behind, had a live owner's job reclaimed at the cancel. A
+/// server that has not yet watched the heartbeat that long leaves the job
+/// to its pass (the request recorded: it ends `cancelled` there). It ends
+/// `cancelled` as a reclaim ends it ([`cancelled_reason`]: who asked,
+/// when, and that its host was found dead; never queued again), by the
+/// same compare-and-set on its owner, that very heartbeat and the request
+/// (`Store::reclaim_job`), so an owner that renewed meanwhile keeps the
+/// job and stops it itself. The owner it was reclaimed from; `None` when
+/// it is not another host's running job or its owner is not found dead.
 pub async fn reclaim_cancelled(
     store: &dyn Store,
     liveness: &Liveness,
     id: &str,
+    watched: &mut Sightings,
+    (wall, mono): (OffsetDateTime, tokio::time::Instant),
 ) -> Result<Option<Owner>, StoreError> {
     let running = store.running_jobs().await?;
     let Some(job) = running
@@ -726,13 +736,27 @@ pub async fn reclaim_cancelled(
     let Some((owner, beat)) = &job.owner else {
         return Ok(None);
     };
-    let now = OffsetDateTime::now_utc();
+    let seen = watched.seen_for(id, *beat, mono);
     let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
-    if now - *beat <= ttl {
+    let dated = wall - *beat > ttl;
+    if seen <= liveness.ttl && !(dated && seen > missed_renewals(liveness)) {
         return Ok(None);
     }
-    let reclaimed = reclaim_job(store, liveness, (id, job.queued), (owner, *beat), now).await?;
+    let reclaimed = reclaim_job(store, liveness, (id, job.queued), (owner, *beat), wall).await?;
     Ok(reclaimed.map(|_| owner.clone()))
+}
+
+/// How many of its owner's renewals a heartbeat dated older than the TTL
+/// must be seen to have missed before a cancel settles its job
+/// ([`reclaim_cancelled`]); the fleet's hosts renew at the same
+/// `[hosts] heartbeat_secs`, as they judge by the same TTL.
+pub const MISSED_RENEWALS: u32 = 2;
+
+/// How long a heartbeat dated older than the TTL must be seen unchanged
+/// before a cancel settles its job: [`MISSED_RENEWALS`] intervals, at most
+/// the TTL.
+pub fn missed_renewals(liveness: &Liveness) -> std::time::Duration {
+    (liveness.interval * MISSED_RENEWALS).min(liveness.ttl)
 }
 
 /// The other hosts' heartbeats a server has watched: each job's last one
@@ -862,7 +886,7 @@ pub fn reclaimed_reason(
 /// [`REASON`]).
 pub fn cancelled_reason(asked: &CancelRequest, dead: &str) -> String {
     format!(
-        "cancelled: host {} asked to cancel it at {}, and it was found dead before it stopped: \
+        "cancelled: {} asked to cancel it at {}, and it was found dead before it stopped: \
          {dead}",
         asked.by,
         rfc3339(asked.at)
@@ -2235,6 +2259,91 @@ mod tests {
                 false
             )
         );
+    }
+
+    /// A cancel of another host's job settles it at once only when its
+    /// owner is dead by a rule no single clock's jump satisfies. This
+    /// host's wall clock jumped an hour ahead (or the owner's an hour
+    /// behind: the same stored beat) with the heartbeat renewed just
+    /// before: not settled, nor when it was seen unchanged for less than
+    /// `MISSED_RENEWALS` intervals; seen unchanged for longer while its
+    /// date is older than the TTL: reclaimed `cancelled`; seen unchanged
+    /// for the TTL, whatever its date (one dated ahead): reclaimed too.
+    /// Before, the date alone settled it, the live owner's job first.
+    #[tokio::test]
+    async fn a_cancel_settles_a_job_only_when_no_single_clock_says_its_owner_is_dead() {
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        let liveness = here();
+        let real = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap();
+        let mono = tokio::time::Instant::now();
+        let ago = |d: std::time::Duration| mono.checked_sub(d).unwrap();
+        let missed = missed_renewals(&liveness);
+        assert_eq!(missed, std::time::Duration::from_secs(20));
+        let second = std::time::Duration::from_secs(1);
+        // (the beat's date, this host's wall clock, how long ago this
+        // server first saw that beat): whether the cancel settles it.
+        let cases = [
+            // The wall clock jumped an hour ahead; the beat is new to it.
+            (real, real + time::Duration::hours(1), None, false),
+            // Seen unchanged, but for less than two renewals.
+            (
+                real,
+                real + time::Duration::hours(1),
+                Some(missed - second),
+                false,
+            ),
+            // Dated an hour ago, seen missing two renewals: dead.
+            (
+                real,
+                real + time::Duration::hours(1),
+                Some(missed + second),
+                true,
+            ),
+            // Dated ahead of this clock, seen unchanged for the TTL: dead.
+            (
+                real + time::Duration::hours(1),
+                real,
+                Some(liveness.ttl + second),
+                true,
+            ),
+            // Dated ahead, seen unchanged for less than the TTL.
+            (
+                real + time::Duration::hours(1),
+                real,
+                Some(liveness.ttl - second),
+                false,
+            ),
+        ];
+        let mut got = Vec::new();
+        for (n, (beat, wall, seen)) in cases.iter().map(|c| (c.0, c.1, c.2)).enumerate() {
+            let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+            let id = format!("job-{n}");
+            store
+                .insert_owned_job(&fixtures::job(&id, 0), "{}", &there, beat)
+                .await
+                .unwrap();
+            store.request_cancel(&id, "asker", real).await.unwrap();
+            let mut watched = Sightings::default();
+            if let Some(seen) = seen {
+                watched.seen_for(&id, beat, ago(seen));
+            }
+            let settled = reclaim_cancelled(&store, &liveness, &id, &mut watched, (wall, mono))
+                .await
+                .unwrap();
+            let status = store.job(&id).await.unwrap().unwrap().status;
+            got.push((settled.map(|o| o.name), status));
+        }
+        let want: Vec<_> = cases
+            .iter()
+            .map(|c| match c.3 {
+                true => (Some("there".to_owned()), JobStatus::Cancelled),
+                false => (None, JobStatus::Running),
+            })
+            .collect();
+        assert_eq!(got, want);
     }
 
     /// A server's periodic pass whose wall clock jumped two hours ahead

@@ -77,9 +77,11 @@ pub struct JobRecord {
     pub model: String,
     pub isolation: String,
     pub status: JobStatus,
-    /// Why the job ended as it did (the first fatal error, the limit hit...);
-    /// on a `queued` job, why a server that claimed it put it back (it may
-    /// not run it: docs/serve.md).
+    /// Why the job ended as it did (the first fatal error, the limit hit...;
+    /// a cancel names who asked: `cancelled while queued, asked by …`,
+    /// `cancelled, asked by … at …`, docs/api.md); on a `queued` job, why a
+    /// server that claimed it put it back (it may not run it:
+    /// docs/serve.md).
     pub reason: Option<String>,
     pub branch: String,
     pub base_ref: String,

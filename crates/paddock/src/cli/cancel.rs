@@ -36,7 +36,7 @@ pub async fn exec(args: CancelArgs, paths: &Paths) -> Result<u8, Failure> {
     let me = paddock::host_id::owner(&paths.jobs)
         .context("this jobs directory's host id")
         .map_err(Failure::Internal)?;
-    let asked = paddock::cancel::cancel(&*store, &id, &me.name)
+    let asked = paddock::cancel::cancel(&*store, &id, &paddock::cancel::cli_asker(&me.name))
         .await
         .context("cancel the job")
         .map_err(Failure::Internal)?;

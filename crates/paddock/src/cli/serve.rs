@@ -26,6 +26,19 @@ fn at_least_one(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--max-passed-over-secs`: at least 1 (0 failed a job at its first pass).
+fn secs_at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err(
+            "give at least 1: 0 would fail a job at its first pass, before any other server \
+             looked at it"
+                .to_owned(),
+        ),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}` is not a number of seconds: {e}")),
+    }
+}
+
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// The address to listen on (default 127.0.0.1:8012; port 0 picks a
@@ -42,8 +55,8 @@ pub struct ServeArgs {
     pub drain_grace_secs: Option<u64>,
     /// How long a job may wait queued, passed over by every server that
     /// claimed it (none could run it), before it fails with why, in
-    /// seconds (default 86400, a day).
-    #[arg(long)]
+    /// seconds (default 86400, a day; at least 1).
+    #[arg(long, value_parser = secs_at_least_one)]
     pub max_passed_over_secs: Option<u64>,
     /// POST every job's final record here, signed (docs/serve.md,
     /// "Completion webhooks").

@@ -585,6 +585,18 @@ pub(super) async fn finish(
     reason: Option<String>,
     bad_input: bool,
 ) -> Result<RunResult, StoreError> {
+    // A cancel asked through the store names who asked (its request).
+    let reason = if status == JobStatus::Cancelled {
+        match em.store.cancel_requested(&record.id).await {
+            Ok(asked) => crate::cancel::with_asker(reason, asked.as_ref()),
+            Err(e) => {
+                tracing::warn!("job {}: cannot read who asked to cancel it: {e}", record.id);
+                reason
+            }
+        }
+    } else {
+        reason
+    };
     let reason = reason.map(|r| output::keep_end(&em.redactor.text(&r), REASON_MAX));
     record.status = status;
     record.reason = reason.clone();

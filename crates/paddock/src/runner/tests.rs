@@ -563,15 +563,31 @@ async fn a_cancel_from_another_process_on_sqlite_wakes_the_job() {
         .expect("the job was not woken by the cancel")
         .unwrap()
         .record;
+    // Who asked, in the reason (before: plain `cancelled`).
+    let reason = asked_reason(&*host.store, &id).await;
     assert_eq!(
         (asked, record.status, record.reason),
         (
             Some(host.liveness().owner),
             JobStatus::Cancelled,
-            Some("cancelled".into())
+            Some(reason)
         )
     );
     assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// The reason of a job stopped on the cancel `there` asked through the
+/// store: `cancelled, asked by there at <its time>`.
+async fn asked_reason(store: &dyn crate::store::Store, id: &str) -> String {
+    let at = store
+        .cancel_requested(id)
+        .await
+        .unwrap()
+        .unwrap()
+        .at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    format!("cancelled, asked by there at {at}")
 }
 
 /// A cancel that resolved before the engine's launch starts no engine:
@@ -635,13 +651,14 @@ async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
         .await
         .unwrap()
         .record;
+    let reason = asked_reason(&*host.store, &record.id).await;
     assert_eq!(
         (
             record.status,
             record.reason,
             rung.launched.lock().unwrap().len()
         ),
-        (JobStatus::Cancelled, Some("cancelled".into()), 0)
+        (JobStatus::Cancelled, Some(reason), 0)
     );
     assert_eq!(host.left(), Vec::<String>::new());
 }

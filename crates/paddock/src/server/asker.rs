@@ -5,9 +5,14 @@
 //! text). A cancel recorded in the store for the process running the job
 //! (`Store::request_cancel`) keeps it as the request's `by`, which the
 //! reason of a job ended on that request after its owner died says
-//! (`reaper::cancelled_reason`: `cancelled: host build-7 (API token 3f…,
+//! (`reaper::cancelled_reason`: `cancelled: build-7 (API token 3f…,
 //! scope submit, name "ci") asked to cancel it at …`). Before, that reason
 //! named only the server's host, whoever of the API's callers asked.
+//! The same words end a queued job cancelled (`cancelled while queued,
+//! asked by …`, `cancel::cancelled_queued`) and a running one its owner
+//! stopped on the request (`cancelled, asked by … at …`,
+//! `cancel::with_asker`); a cancel from the dashboard says so
+//! (`dashboard, API token …`), with the session's token name.
 
 use crate::api_token::Scope;
 
@@ -22,6 +27,8 @@ pub struct Asker {
     pub scope: Scope,
     /// The operator's name for the token, if it has one.
     pub token_name: Option<String>,
+    /// Asked from the dashboard (a signed-in browser), not the API.
+    pub dashboard: bool,
 }
 
 impl Asker {
@@ -39,8 +46,9 @@ impl Asker {
                 format!(", name \"{shown}\"")
             })
             .unwrap_or_default();
+        let through = if self.dashboard { "dashboard, " } else { "" };
         format!(
-            "{host} (API token {}, scope {}{name})",
+            "{host} ({through}API token {}, scope {}{name})",
             self.token_id, self.scope
         )
     }
@@ -58,6 +66,7 @@ mod tests {
             token_id: "3f9c".into(),
             scope: Scope::Submit,
             token_name: name.map(str::to_owned),
+            dashboard: false,
         };
         assert_eq!(
             asker(None).described("build-7"),
@@ -74,6 +83,14 @@ mod tests {
                 "b (API token 3f9c, scope submit, name \"{}\")",
                 "n".repeat(NAME_MAX)
             )
+        );
+        let dashboard = Asker {
+            dashboard: true,
+            ..asker(Some("ops"))
+        };
+        assert_eq!(
+            dashboard.described("build-7"),
+            "build-7 (dashboard, API token 3f9c, scope submit, name \"ops\")"
         );
     }
 }

@@ -39,6 +39,7 @@ impl Caller {
             token_id: self.token_id.clone(),
             scope: self.scope,
             token_name: self.token_name.clone(),
+            dashboard: false,
         }
     }
 }

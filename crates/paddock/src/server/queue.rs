@@ -32,8 +32,10 @@
 //! runner's cancel future, or, when another process runs it (another
 //! server on the store), the cancel is recorded in the store for its
 //! owner, which stops it when it next looks; an owner on another host
-//! whose heartbeat is already older than the TTL is dead, and its job is
-//! reclaimed `cancelled` there and then (`reaper::reclaim_cancelled`).
+//! whose heartbeat is already older than the TTL, and which this server's
+//! reclaim pass has seen miss renewals on its monotonic clock, is dead,
+//! and its job is reclaimed `cancelled` there and then
+//! (`reaper::reclaim_cancelled`).
 //! The request names who asked (`asker.rs`: this server's host and the
 //! API token). Another task reclaims, every
 //! heartbeat interval, other hosts' running jobs whose heartbeat is older
@@ -83,7 +85,7 @@ pub const RECHECK_PASSED_OVER: Duration = Duration::from_secs(60);
 /// Why a job cancelled before it ran is `cancelled` (one definition, with
 /// `paddock cancel`'s).
 pub use crate::cancel::CANCELLED_QUEUED;
-use crate::cancel::{cancelled_unrun_event, ended_unrun};
+use crate::cancel::{cancelled_queued, cancelled_unrun_event, ended_unrun};
 
 /// A job's cancel future from its cancel channel: a dropped sender (the
 /// job ended) is not a cancel.
@@ -145,8 +147,9 @@ pub enum Turn {
 /// (`Queue::pass_over`).
 #[derive(Debug)]
 enum Unclaimed {
-    /// It runs here and a cancel was asked of it: it ends `cancelled`.
-    CancelAsked,
+    /// It runs here and a cancel was asked of it (by whom, as the
+    /// request records it): it ends `cancelled`.
+    CancelAsked(String),
     /// Anything else (it is no longer this server's: reclaimed, ended):
     /// left as it is, why for the log.
     Leave(String),
@@ -336,6 +339,19 @@ pub struct Queue {
     /// once they leave the queue. When the fleet first passed it over is
     /// the store's (`Store::pass_over`).
     refused: Mutex<HashMap<String, Instant>>,
+    /// Other hosts' heartbeats, aged on this process's monotonic clock:
+    /// the reclaim pass's, which a cancel of a dead host's job reads too
+    /// (`reaper::reclaim_cancelled`).
+    sightings: tokio::sync::Mutex<crate::reaper::Sightings>,
+    /// Passed-over jobs this server found it can run while busy
+    /// ([`Queue::mark_able`]), each with when it checked: marked again
+    /// without a check until `recheck` from then (its spec does not
+    /// change; what this host has may, which the next check sees), and
+    /// forgotten once they are no longer among those listed.
+    able: Mutex<HashMap<String, Instant>>,
+    /// How many times [`Queue::mark_able`] checked a job (re-admitted it
+    /// and asked whether it runs here): the work a busy server does.
+    able_checks: std::sync::atomic::AtomicU64,
     /// How long a passed-over job is left before it is claimed again
     /// ([`RECHECK_PASSED_OVER`]).
     recheck: Duration,
@@ -392,6 +408,9 @@ impl Queue {
             lanes,
             submissions,
             refused: Mutex::new(HashMap::new()),
+            sightings: tokio::sync::Mutex::default(),
+            able: Mutex::new(HashMap::new()),
+            able_checks: std::sync::atomic::AtomicU64::new(0),
             recheck: RECHECK_PASSED_OVER,
             max_passed_over: Duration::from_secs(super::config::DEFAULT_MAX_PASSED_OVER_SECS),
             clock: Clock::default(),
@@ -921,11 +940,15 @@ impl Queue {
             tracing::warn!("serve: job {id}: cannot renew its claim: {e}");
         }
         release_lease(&id, &lease);
+        // `Queue::cancel` recorded who asked before it signalled the slot
+        // (the first request is kept); this is for a signal without one,
+        // the drain's.
         let mut cancelled = cancelled;
         if cancelled.try_recv().is_ok() {
+            let by = format!("{} (its server's drain)", me.name);
             if let Err(err) = self
                 .store
-                .request_cancel(&id, &me.name, OffsetDateTime::now_utc())
+                .request_cancel(&id, &by, OffsetDateTime::now_utc())
                 .await
             {
                 tracing::warn!("serve: job {id}: cannot record its cancel: {err}");
@@ -1040,7 +1063,7 @@ impl Queue {
     /// this server's (a reaper found its claim dead and reclaimed it, or
     /// it ended) is left as it is: before, any refused unclaim was taken
     /// for a cancel and the job's record overwritten `cancelled`.
-    async fn pass_over(&self, mut record: JobRecord, why: &PassOver) {
+    async fn pass_over(&self, record: JobRecord, why: &PassOver) {
         let me = &self.runner.config().liveness.owner;
         let id = record.id.clone();
         locked(&self.refused).insert(id.clone(), self.clock.now());
@@ -1063,47 +1086,40 @@ impl Queue {
         let reason = passed_over_reason(&id, me, why);
         match self.store.unclaim_job(&id, &me.host, &reason).await {
             // Back in the queue: nothing more of it is this server's. (Before,
-            // this went on to the cancel's finish below, a compare-and-set on
+            // this went on to the cancel's finish, a compare-and-set on
             // `running` that failed with a warning, or, had another server
             // claimed the job in between, overwrote its running job
             // `cancelled`.)
-            Ok(true) => {
-                tracing::warn!("serve: {reason}");
-                return;
-            }
+            Ok(true) => tracing::warn!("serve: {reason}"),
             Ok(false) => match self.unclaim_refused(&id, me).await {
-                Ok(Unclaimed::CancelAsked) => {}
-                Ok(Unclaimed::Leave(why)) => {
-                    tracing::warn!(
-                        "serve: job {id}: not put back in the queue, and left as it is: {why}"
-                    );
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "serve: job {id}: not put back in the queue, and it cannot be read \
-                         back: {e}"
-                    );
-                    return;
-                }
+                Ok(Unclaimed::CancelAsked(by)) => self.cancel_passed_over(record, &by).await,
+                Ok(Unclaimed::Leave(why)) => tracing::warn!(
+                    "serve: job {id}: not put back in the queue, and left as it is: {why}"
+                ),
+                Err(e) => tracing::warn!(
+                    "serve: job {id}: not put back in the queue, and it cannot be read back: {e}"
+                ),
             },
             // Left `running` on this host, never renewed: another
             // server's reclaim (after the TTL) or this server's next
             // start ends it, queued again.
-            Err(e) => {
-                tracing::warn!("serve: job {id}: cannot put it back in the queue: {e}");
-                return;
-            }
+            Err(e) => tracing::warn!("serve: job {id}: cannot put it back in the queue: {e}"),
         }
-        // Ours, `running`, a cancel asked of it: it ends `cancelled`. The
-        // finish is a compare-and-set on `running`: a job leaves it for
-        // good once it is no longer this server's (a reclaim finishes it),
-        // so one reclaimed since it was read back stays as the reclaim
-        // left it.
-        ended_unrun(&mut record, JobStatus::Cancelled, CANCELLED_QUEUED.into());
+    }
+
+    /// Claimed job `record`, ours and `running`, which a cancel asked by
+    /// `by` (the request's) reached while it was being passed over: it
+    /// ends `cancelled` as a queued job's cancel ends it, naming who
+    /// asked. The finish is a compare-and-set on `running`: a job leaves
+    /// it for good once it is no longer this server's (a reclaim finishes
+    /// it), so one reclaimed since it was read back stays as the reclaim
+    /// left it.
+    async fn cancel_passed_over(&self, mut record: JobRecord, by: &str) {
+        let id = record.id.clone();
+        ended_unrun(&mut record, JobStatus::Cancelled, cancelled_queued(by));
         match self.store.finish_job(&record, JobStatus::Running).await {
             Ok(()) => {
-                if let Err(e) = self.append(&id, [cancelled_unrun_event()]).await {
+                if let Err(e) = self.append(&id, [cancelled_unrun_event(by)]).await {
                     tracing::warn!("serve: job {id}: {e}");
                 }
                 self.completed(&id).await;
@@ -1164,7 +1180,12 @@ impl Queue {
     /// this server claims it. Jobs this server passed over itself are
     /// not looked at (it cannot run them), and one it finds it cannot run
     /// is counted as passed over by it (looked at again after its
-    /// recheck, not every interval).
+    /// recheck, not every interval); one it finds it can run is
+    /// remembered so (`able`) and marked again without a check until its
+    /// recheck. Before, a busy server checked every such job again every
+    /// heartbeat interval: up to [`MARK_MAX`] admissions (the spec read
+    /// and parsed, its files and engine looked for, its sandbox view
+    /// planned) each interval, for as long as it stayed busy.
     async fn mark_able(&self) {
         if self.is_draining() || self.slots.running() < self.slots.capacity() {
             return;
@@ -1177,41 +1198,70 @@ impl Queue {
             }
         };
         let me = &self.runner.config().liveness.owner;
+        let now = self.clock.now();
+        locked(&self.able).retain(|id, _| ids.contains(id));
         for id in ids {
             if locked(&self.refused).contains_key(&id) {
                 continue;
             }
-            let record = match self.store.job(&id).await {
-                Ok(Some(record)) if record.status == JobStatus::Queued => record,
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::warn!("serve: job {id}: cannot read it: {e}");
-                    continue;
+            let known = locked(&self.able)
+                .get(&id)
+                .is_some_and(|at| now.saturating_duration_since(*at) < self.recheck);
+            if !known {
+                match self.able_here(&id).await {
+                    Ok(true) => {
+                        locked(&self.able).insert(id.clone(), now);
+                    }
+                    // This server cannot run it either: looked at again
+                    // after its recheck, as a job it passed over is, not
+                    // every heartbeat interval.
+                    Ok(false) => {
+                        locked(&self.refused).insert(id, now);
+                        continue;
+                    }
+                    // Not queued any more, or no server can run it (the
+                    // claim that takes it fails it).
+                    Err(()) => continue,
                 }
-            };
-            let checked = match self.readmit(&record).await {
-                Ok(admitted) => self
-                    .runner
-                    .runs_here(&admitted)
-                    .map_err(|e| Readmit::Refused(e.into())),
-                Err(e) => Err(e),
-            };
-            match checked {
-                Ok(()) => {}
-                // This server cannot run it either: looked at again after
-                // its recheck, as a job it passed over is, not every
-                // heartbeat interval.
-                Err(Readmit::Refused(_)) => {
-                    locked(&self.refused).insert(id, self.clock.now());
-                    continue;
-                }
-                // No server can: the claim that takes it fails it.
-                Err(Readmit::Failed(_)) => continue,
             }
             if let Err(e) = self.store.mark_able(&id, me, self.clock.wall()).await {
                 tracing::warn!("serve: job {id}: cannot mark it as one this server can run: {e}");
             }
         }
+    }
+
+    /// Whether queued job `id` is one this server can run, checked as its
+    /// claim would check it (`Queue::readmit`, `Runner::runs_here`);
+    /// `Err` when it is not queued or no server can run it.
+    async fn able_here(&self, id: &str) -> Result<bool, ()> {
+        let record = match self.store.job(id).await {
+            Ok(Some(record)) if record.status == JobStatus::Queued => record,
+            Ok(_) => return Err(()),
+            Err(e) => {
+                tracing::warn!("serve: job {id}: cannot read it: {e}");
+                return Err(());
+            }
+        };
+        self.able_checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let checked = match self.readmit(&record).await {
+            Ok(admitted) => self
+                .runner
+                .runs_here(&admitted)
+                .map_err(|e| Readmit::Refused(e.into())),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(()) => Ok(true),
+            Err(Readmit::Refused(_)) => Ok(false),
+            Err(Readmit::Failed(_)) => Err(()),
+        }
+    }
+
+    /// How many passed-over jobs [`Queue::mark_able`] has checked (each a
+    /// re-admission): the work a busy server spends on them.
+    pub fn able_checks(&self) -> u64 {
+        self.able_checks.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Why claimed job `id` could not be put back in the queue: a cancel
@@ -1239,7 +1289,7 @@ impl Queue {
             None => return Ok(Unclaimed::Leave("it runs without an owner".into())),
         }
         Ok(match now.cancel {
-            Some(_) => Unclaimed::CancelAsked,
+            Some(asked) => Unclaimed::CancelAsked(asked.by),
             None => Unclaimed::Leave("it runs here and no cancel was asked of it".into()),
         })
     }
@@ -1289,6 +1339,18 @@ impl Queue {
         // A claim in flight (`running` in the store, not yet here) settles
         // within a few tries.
         for _ in 0..50 {
+            if self.slots.holds(id) {
+                // Who asked, kept in the store first (the job's end reads
+                // it: `cancel::with_asker`); a job not yet recorded
+                // `running` (a turn starting) records nothing here.
+                if let Err(e) = self
+                    .store
+                    .request_cancel(id, &by, OffsetDateTime::now_utc())
+                    .await
+                {
+                    tracing::warn!("serve: job {id}: cannot record who asked to cancel it: {e}");
+                }
+            }
             if self.slots.cancel(id) {
                 return Ok(Cancel::Signalled);
             }
@@ -1297,11 +1359,11 @@ impl Queue {
             };
             match record.status {
                 JobStatus::Queued => {
-                    ended_unrun(&mut record, JobStatus::Cancelled, CANCELLED_QUEUED.into());
+                    ended_unrun(&mut record, JobStatus::Cancelled, cancelled_queued(&by));
                     match self.store.finish_job(&record, JobStatus::Queued).await {
                         Ok(()) => {
                             locked(&self.pending).remove(id);
-                            self.append(id, [cancelled_unrun_event()]).await?;
+                            self.append(id, [cancelled_unrun_event(&by)]).await?;
                             self.completed(id).await;
                             return Ok(Cancel::Dequeued(record));
                         }
@@ -1343,8 +1405,11 @@ impl Queue {
     }
 
     /// Another host's running job `id` that a cancel was just recorded
-    /// for (its `owner`): reclaimed now, `cancelled`, when that owner's
-    /// heartbeat is already older than the TTL (`reaper::reclaim_cancelled`,
+    /// for (its `owner`): reclaimed now, `cancelled`, when that owner is
+    /// dead by a rule no single clock's jump satisfies (its heartbeat
+    /// dated older than the TTL and seen unchanged by this server's pass
+    /// for `reaper::MISSED_RENEWALS` intervals, or for the TTL, on its
+    /// monotonic clock: `reaper::reclaim_cancelled`, then
     /// a compare-and-set on the owner, that heartbeat and the request, so
     /// an owner that renewed meanwhile keeps it and stops it itself), its
     /// final record sent to the webhooks; otherwise left to the owner
@@ -1354,11 +1419,17 @@ impl Queue {
     /// and that pass ends the job.
     async fn settle_if_dead(&self, id: &str, owner: Owner) -> Cancel {
         let liveness = &self.runner.config().liveness;
-        match crate::reaper::reclaim_cancelled(&*self.store, liveness, id).await {
+        let reclaimed = {
+            let mut sightings = self.sightings.lock().await;
+            let now = (OffsetDateTime::now_utc(), tokio::time::Instant::now());
+            crate::reaper::reclaim_cancelled(&*self.store, liveness, id, &mut sightings, now).await
+        };
+        match reclaimed {
             Ok(Some(from)) => match self.store.job(id).await {
                 Ok(Some(record)) => {
                     tracing::warn!(
-                        "serve: job {id}: reclaimed from {} ({}), whose heartbeat was older than                          {} s, on the cancel asked of it: {}",
+                        "serve: job {id}: reclaimed from {} ({}), whose heartbeat was older than \
+                         {} s, on the cancel asked of it: {}",
                         from.name,
                         from.host,
                         liveness.ttl.as_secs_f64(),
@@ -1382,7 +1453,8 @@ impl Queue {
             Ok(None) => Cancel::Requested(owner),
             Err(e) => {
                 tracing::warn!(
-                    "serve: job {id}: cannot reclaim it from its dead host on the cancel asked                      of it (the reaper's pass will): {e}"
+                    "serve: job {id}: cannot reclaim it from its dead host on the cancel asked \
+                     of it (the reaper's pass will): {e}"
                 );
                 Cancel::Requested(owner)
             }
@@ -1401,8 +1473,6 @@ impl Queue {
     /// server died, or another process ended the job).
     pub async fn reclaim(self: Arc<Self>) {
         let liveness = self.runner.config().liveness.clone();
-        // Other hosts' heartbeats, aged on this process's monotonic clock.
-        let mut sightings = crate::reaper::Sightings::default();
         while !self.is_draining() {
             // Final records owed whose server died, or whose job another
             // process ended (a `paddock gc`, the start-up pass).
@@ -1418,8 +1488,12 @@ impl Queue {
             // Busy: the passed-over jobs this server could run are marked
             // so, for the servers passing them over.
             self.mark_able().await;
-            let (mut reclaimed, errors) =
-                crate::reaper::reclaim_others(&*self.store, &liveness, Some(&mut sightings)).await;
+            // Other hosts' heartbeats, aged on this process's monotonic
+            // clock.
+            let (mut reclaimed, errors) = {
+                let mut sightings = self.sightings.lock().await;
+                crate::reaper::reclaim_others(&*self.store, &liveness, Some(&mut sightings)).await
+            };
             for e in errors {
                 tracing::warn!("serve: reclaim: {e}");
             }

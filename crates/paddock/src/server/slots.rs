@@ -142,6 +142,11 @@ impl Slots {
         self.held().remove(id);
     }
 
+    /// Whether job `id` holds a slot here.
+    pub fn holds(&self, id: &str) -> bool {
+        self.held().contains_key(id)
+    }
+
     /// Tells job `id` to stop; whether it runs here.
     pub fn cancel(&self, id: &str) -> bool {
         match self.held().get_mut(id) {

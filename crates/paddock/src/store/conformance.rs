@@ -56,6 +56,7 @@ macro_rules! conformance_suite {
             the_queue_claims_by_priority_then_age_one_attempt_per_ticket,
             concurrent_claims_never_share_a_job,
             the_queue_claims_only_what_its_lanes_take,
+            a_deep_queue_claims_its_oldest_runnable_job_first,
             jobs_are_listed_by_filter_in_pages,
             api_tokens_are_saved_listed_and_revoked_once,
             webhook_attempts_round_trip_in_order_per_job,
@@ -1126,6 +1127,61 @@ pub(crate) async fn the_queue_claims_only_what_its_lanes_take(store: &dyn Store)
             vec!["bug-p1".to_owned(), "chore-p1".into(), "bug-p2".into()],
             2,
             vec!["feature-p2".to_owned(), "chore-p2".into()]
+        )
+    );
+}
+
+/// Under a deep queue (400 jobs, half of them in this server's lane, the
+/// oldest 300 passed over by the fleet and the oldest 250 by this server
+/// itself, its skip list), the claim still takes the oldest job its lane
+/// takes and it has not passed over, then the next; the jobs a busy
+/// server looks at to mark (`passed_over_queued`) are the oldest 16
+/// passed over in its lane.
+pub(crate) async fn a_deep_queue_claims_its_oldest_runnable_job_first(store: &dyn Store) {
+    use crate::store::Lane;
+    let at = datetime!(2026-12-07 12:00:00 UTC);
+    let mut ids = Vec::new();
+    for i in 0..400_i64 {
+        let id = format!("q{i:03}");
+        let spec = if i % 2 == 0 {
+            r#"{"ticket":{"type":"bug"}}"#
+        } else {
+            r#"{"ticket":{"type":"feature"}}"#
+        };
+        store
+            .enqueue_job(&queued(&id, &format!("T-{id}"), i), spec, 0, None)
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    for id in &ids[..300] {
+        store.pass_over(id, at).await.unwrap();
+    }
+    let skip = ids[..250].to_vec();
+    let lanes = [Lane {
+        task_types: vec!["bug".into()],
+        projects: vec![],
+    }];
+    let marked = store.passed_over_queued(&lanes, 16).await.unwrap();
+    let mut claimed = Vec::new();
+    for _ in 0..3 {
+        let job = store
+            .claim_job(&lanes, &host("alpha"), at, &skip)
+            .await
+            .unwrap();
+        claimed.push(job.map(|j| j.id));
+    }
+    assert_eq!(
+        (marked, claimed),
+        (
+            (0..16)
+                .map(|i| format!("q{:03}", i * 2))
+                .collect::<Vec<_>>(),
+            vec![
+                Some("q250".to_owned()),
+                Some("q252".to_owned()),
+                Some("q254".to_owned())
+            ]
         )
     );
 }

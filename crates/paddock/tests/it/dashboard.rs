@@ -263,6 +263,84 @@ async fn the_browser_logs_in_once_and_holds_a_strict_cookie_the_api_refuses() {
 }
 
 /// A finished job `id` on `rung`, created `offset_s` seconds after a base time.
+/// A cancel from the dashboard names who asked: the server's host, that
+/// it came from the dashboard, and the signed-in token's id, scope and
+/// name, in the job's reason and its status event, which the job page
+/// shows. Before, the reason was plain `cancelled while queued`, and the
+/// request the dashboard made named the token's id and scope only.
+#[tokio::test]
+async fn a_cancel_from_the_dashboard_names_the_signed_in_token() {
+    let home = Home::new();
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let gate = home.path().join("never");
+    let running = server
+        .submit_ok(&spec(&home, "T-1", &crate::serve::gated(&gate)), 0)
+        .await;
+    let queued = server.submit_ok(&spec(&home, "T-2", TURN), 0).await;
+    server.wait_for(&running, |s| s == JobStatus::Running).await;
+    let out = home
+        .paddock(
+            &["token", "create", "--scope", "submit", "--name", "ops desk"],
+            &[],
+        )
+        .await;
+    assert!(out.status.success());
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let cookie = login(&server, &token).await;
+    let page = get(&server, &format!("/jobs/{queued}"), Some(&cookie)).await;
+    let csrf = csrf_of(&page.text().await.unwrap());
+    let resp = browserish()
+        .post(server.url(&format!("/jobs/{queued}/cancel")))
+        .header("cookie", cookie.clone())
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303, "{}", server.stderr());
+    let by = format!(
+        "{} (dashboard, API token {}, scope submit, name \"ops desk\")",
+        crate::hosts::host_of(&home).1,
+        crate::serve::token_id(&token)
+    );
+    let reason = format!("cancelled while queued, asked by {by}");
+    let record = server.job(&queued).await;
+    let events: Vec<EventBody> = home
+        .store()
+        .await
+        .events(&queued, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .collect();
+    let html = get(&server, &format!("/jobs/{queued}"), Some(&cookie))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        (record.status, record.reason.as_deref(), events),
+        (
+            JobStatus::Cancelled,
+            Some(reason.as_str()),
+            vec![EventBody::Status {
+                phase: paddock_protocol::event::Phase::Cancelled,
+                detail: Some(reason.clone()),
+            }]
+        )
+    );
+    // The job page shows the reason (its quotes escaped as HTML).
+    assert!(
+        html.contains("cancelled while queued, asked by")
+            && html.contains(&format!(
+                "dashboard, API token {}, scope submit",
+                crate::serve::token_id(&token)
+            )),
+        "{html}"
+    );
+    std::fs::write(&gate, "").unwrap();
+}
+
 fn done_job(id: &str, rung: &str, offset_s: i64) -> paddock_protocol::JobRecord {
     paddock_test_support::jobs::stored_record(id, "gpt-5.5", rung, JobStatus::Done, offset_s)
 }

@@ -109,6 +109,28 @@ async fn paddock_cancel_stops_a_run_from_another_terminal() {
         .unwrap()
         .unwrap()
         .name;
+    // Who asked: this user at the jobs directory's host, and when (before:
+    // plain `cancelled`).
+    let request = home
+        .store()
+        .await
+        .cancel_requested(&ran.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::current())
+        .unwrap()
+        .unwrap()
+        .name;
+    let by = format!("{user}@{host} (paddock cancel)");
+    let reason = format!(
+        "cancelled, asked by {by} at {}",
+        request
+            .at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    );
+    assert_eq!(request.by, by);
     assert_eq!(
         (
             cancel.status.code(),
@@ -126,8 +148,8 @@ async fn paddock_cancel_stops_a_run_from_another_terminal() {
             ),
             Some(5),
             ran.id.clone(),
-            (JobStatus::Cancelled, Some("cancelled")),
-            (JobStatus::Cancelled, Some("cancelled")),
+            (JobStatus::Cancelled, Some(reason.as_str())),
+            (JobStatus::Cancelled, Some(reason.as_str())),
         )
     );
     let again = home.paddock(&["cancel", &ran.id], &[]).await;
@@ -150,7 +172,7 @@ async fn paddock_cancel_stops_a_run_from_another_terminal() {
     let cancel = home.paddock(&["cancel", "--json", "latest"], &[]).await;
     let asked = record(&cancel);
     let reason = asked.reason.clone().unwrap_or_default();
-    let head = format!("cancelled: host {host} asked to cancel it at ");
+    let head = format!("cancelled: {by} asked to cancel it at ");
     assert_eq!(
         (
             cancel.status.code(),

@@ -109,6 +109,27 @@ async fn nothing_lost(store: &SharedStore, record: &JobRecord) {
     );
 }
 
+/// The reason of job `id`, stopped by its owner on a cancel `through` a
+/// server's API (its admin token): `cancelled, asked by <that server's
+/// host> (API token <id>, scope admin) at <the request's time>`, the
+/// request's `by` as the store keeps it checked first.
+async fn asked_through(store: &SharedStore, id: &str, through: &Server) -> String {
+    let asked = store.cancel_requested(id).await.unwrap().unwrap();
+    let by = format!(
+        "{} (API token {}, scope admin)",
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim(),
+        through.token_id
+    );
+    assert_eq!(asked.by, by);
+    let at = asked
+        .at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    format!("cancelled, asked by {by} at {at}")
+}
+
 /// The `status` events' phases and details of job `id`.
 async fn statuses(store: &SharedStore, id: &str) -> Vec<(Phase, Option<String>)> {
     store
@@ -346,24 +367,29 @@ async fn a_cancel_through_another_servers_api_stops_the_job_where_it_runs() {
                 if remote { "the other" } else { "its own" },
                 asked.elapsed()
             );
+            // Who asked, and when (before: plain `cancelled`).
+            let reason = asked_through(&store, &id, through).await;
             assert_eq!(
-                (rec.status, rec.reason.as_deref()),
-                (JobStatus::Cancelled, Some("cancelled"))
+                (rec.status, rec.reason.clone()),
+                (JobStatus::Cancelled, Some(reason.clone()))
             );
             nothing_lost(&store, &rec).await;
-            ended.push(statuses(&store, &id).await);
+            ended.push((statuses(&store, &id).await, reason));
         }
         // The remote cancel ends the job exactly as the local one: the
-        // same phases, the same details from the cancel on.
+        // same phases, the same details from the cancel on, but for who
+        // asked.
         let phases = |s: &[(Phase, Option<String>)]| s.iter().map(|(p, _)| *p).collect::<Vec<_>>();
-        assert_eq!(phases(&ended[1]), phases(&ended[0]));
+        assert_eq!(phases(&ended[1].0), phases(&ended[0].0));
+        for (statuses, reason) in &ended {
+            assert_eq!(
+                statuses.last(),
+                Some(&(Phase::Cancelled, Some(reason.clone())))
+            );
+        }
         assert_eq!(
-            ended[1][ended[1].len() - 2..],
-            ended[0][ended[0].len() - 2..]
-        );
-        assert_eq!(
-            ended[0].last(),
-            Some(&(Phase::Cancelled, Some("cancelled".to_owned())))
+            ended[1].0[ended[1].0.len() - 2],
+            ended[0].0[ended[0].0.len() - 2]
         );
 
         // A `paddock run` of a third home, cancelled through a server.
@@ -381,9 +407,10 @@ async fn a_cancel_through_another_servers_api_stops_the_job_where_it_runs() {
         );
         let out = run.wait_with_output().await.unwrap();
         let rec = record(&out);
+        let reason = asked_through(&store, &id, &srv_b).await;
         assert_eq!(
             (rec.status, rec.reason.as_deref(), out.status.code()),
-            (JobStatus::Cancelled, Some("cancelled"), Some(5)),
+            (JobStatus::Cancelled, Some(reason.as_str()), Some(5)),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
@@ -658,7 +685,8 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
 }
 
 /// A cancel through the API of a job whose host is already dead (its
-/// heartbeat older than the TTL when asked) settles it at once: the answer
+/// heartbeat older than the TTL when asked, and seen by the server's pass
+/// to have missed two renewals) settles it at once: the answer
 /// is `cancelled`, naming the host it ran on, with the final record,
 /// whose reason says who asked (the server's host and the API token: its
 /// id, scope and name) and that its host was found dead; its call in
@@ -667,13 +695,15 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
 /// stayed `running` until the server's reaper pass had seen that
 /// heartbeat unchanged for the TTL (a minute here). Probe: a job whose
 /// owner renews its heartbeat is not settled by a cancel (`requested`,
-/// still `running`, the request recorded for its owner).
+/// still `running`, the request recorded for its owner), though that
+/// owner's clock runs an hour behind, so that each heartbeat it writes is
+/// dated an hour old (before, the date alone settled it: a live job).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_of_a_job_whose_host_is_already_dead_settles_it_at_once() {
     let dir = tempfile::tempdir().unwrap();
     for db in backends(dir.path()).await {
         let a = Home::new();
-        hosts_config(&a, "heartbeat_secs = 10\nheartbeat_ttl_secs = 60");
+        hosts_config(&a, "heartbeat_secs = 1\nheartbeat_ttl_secs = 60");
         let store = created(&db).await;
         let dead = Owner {
             host: "d".repeat(32),
@@ -689,16 +719,6 @@ async fn a_cancel_of_a_job_whose_host_is_already_dead_settles_it_at_once() {
             name: "live-host".into(),
         };
         let live_job = claimed_by(&store, &a, "T-L", &alive, now).await;
-        let renewing = {
-            let (store, id, host) = (store.clone(), live_job.id.clone(), alive.host.clone());
-            tokio::spawn(async move {
-                loop {
-                    let now = time::OffsetDateTime::now_utc();
-                    assert!(store.heartbeat(&id, &host, now).await.unwrap());
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                }
-            })
-        };
         let (hook, received) = hook_receiver().await;
         let secret = "whsec-fleet-0123456789";
         let srv = Server::start_env(
@@ -715,13 +735,25 @@ async fn a_cancel_of_a_job_whose_host_is_already_dead_settles_it_at_once() {
             ],
         )
         .await;
+        // The live owner, its clock an hour behind from the server's
+        // start on (its start-up reap judges by dates alone).
+        let renewing = {
+            let (store, id, host) = (store.clone(), live_job.id.clone(), alive.host.clone());
+            tokio::spawn(async move {
+                loop {
+                    let behind = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
+                    assert!(store.heartbeat(&id, &host, behind).await.unwrap());
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            })
+        };
         let (host, name) = host_of(&a);
         let liveness = Liveness {
             owner: Owner {
                 host,
                 name: name.clone(),
             },
-            interval: Duration::from_secs(10),
+            interval: Duration::from_secs(1),
             ttl: Duration::from_secs(60),
             requeues: 1,
             cancel_poll: Duration::from_secs(1),
@@ -739,9 +771,11 @@ async fn a_cancel_of_a_job_whose_host_is_already_dead_settles_it_at_once() {
         let ci = super::serve::client_with(&token);
         let cancel = |id: &str| ci.post(srv.url(&format!("/v1/jobs/{id}/cancel"))).send();
 
-        // Its host dead an hour since.
+        // Its host dead an hour since, and seen so by the server's pass
+        // (every second) for more than two renewals.
         let old = now - time::Duration::hours(1);
         assert!(store.heartbeat(&job.id, &dead.host, old).await.unwrap());
+        tokio::time::sleep(Duration::from_secs(4)).await;
         let resp = cancel(&job.id).await.unwrap();
         assert_eq!(resp.status(), 202, "{}", srv.stderr());
         let answer: Value = body(resp).await;
@@ -1281,9 +1315,10 @@ async fn a_cancel_through_another_server_wakes_the_job_at_once_on_postgres() {
         "a cancel through the other server: final after {:?}",
         asked.elapsed()
     );
+    let reason = asked_through(&store, &id, other).await;
     assert_eq!(
         (rec.status, rec.reason.as_deref()),
-        (JobStatus::Cancelled, Some("cancelled")),
+        (JobStatus::Cancelled, Some(reason.as_str())),
         "{}\n{}",
         srv_a.stderr(),
         srv_b.stderr()
@@ -1357,9 +1392,10 @@ async fn a_cancel_reaches_the_job_after_the_listeners_connections_were_terminate
     let resp = other.cancel(&id).await;
     assert_eq!(resp.status(), 202);
     let rec = other.wait_for(&id, is_final).await;
+    let reason = asked_through(&store, &id, other).await;
     assert_eq!(
         (rec.status, rec.reason.as_deref()),
-        (JobStatus::Cancelled, Some("cancelled")),
+        (JobStatus::Cancelled, Some(reason.as_str())),
         "{}\n{}",
         srv_a.stderr(),
         srv_b.stderr()
@@ -1814,12 +1850,31 @@ async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs()
 /// `paddock serve --max-passed-over-secs S` bounds how long a job no
 /// server can run waits: A takes no queued job (its lane is another
 /// project's) and accepts a job whose scenario file is nowhere (202, its
-/// reason saying A will not run it); B, allowing no wait (0 s), claims
-/// it and fails it at once, its reason naming the wait, the setting and
+/// reason saying A will not run it); B, allowing the least wait (1 s;
+/// 0 is refused), started after it, claims it and fails it at its first
+/// pass, its reason naming the wait, the setting and
 /// B's own why, no owner but B, no event. Before, the job waited queued
 /// for ever, looked at again every minute by every server.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() {
+    // No wait at all is refused, naming the flag (it failed a job at its
+    // first pass, before any other server looked at it).
+    let out = Home::new()
+        .paddock(&["serve", "--max-passed-over-secs", "0"], &[])
+        .await;
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        (
+            out.status.code(),
+            said.contains(
+                "invalid value '0' for '--max-passed-over-secs <MAX_PASSED_OVER_SECS>': give at \
+                 least 1: 0 would fail a job at its first pass, before any other server looked \
+                 at it"
+            )
+        ),
+        (Some(2), true),
+        "{said}"
+    );
     let dir = tempfile::tempdir().unwrap();
     for db in backends(dir.path()).await {
         let (a, b) = (Home::new(), Home::new());
@@ -1863,9 +1918,11 @@ async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() 
         let status = accepted.status().as_u16();
         let id = body::<JobRecord>(accepted).await.id;
         let a_path = a.path().display().to_string();
+        // Its wait counts from A's acceptance.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
         let srv_b = Server::start_env(
             &b,
-            &["--allow-path", &a_path, "--max-passed-over-secs", "0"],
+            &["--allow-path", &a_path, "--max-passed-over-secs", "1"],
             &[("PADDOCK_DB", &db.db())],
         )
         .await;
@@ -1884,7 +1941,7 @@ async fn a_job_no_server_can_run_fails_after_the_most_it_may_wait_passed_over() 
                 (
                     JobStatus::Failed,
                     Some(format!(
-                        "job {id} waited passed over for 0 s, the most a job waits for a server \
+                        "job {id} waited passed over for 1 s, the most a job waits for a server \
                          able to run it (`[serve] max_passed_over_secs`), and no server that \
                          claimed it ran it; last, host {b_name} (jobs directory {b_host}) cannot \
                          run it: {cannot}"
@@ -1923,7 +1980,8 @@ async fn within(srv: &Server, id: &str, secs: u64, done: impl Fn(&JobRecord) -> 
 /// restarted with `--max-passed-over-secs 2` some seconds later fails J2
 /// at its first pass, its wait counted from the first server's first
 /// pass (before, a restart counted afresh and J2 waited on), and leaves J
-/// queued; restarted with 0, it still leaves J queued: W marked it as one
+/// queued; restarted with 1 (the least), it still leaves J queued: W
+/// marked it as one
 /// it can run while busy (before, A failed J at its first pass though W
 /// could run it). Once W's slot is free, W runs J to `done`. A passing a
 /// job over tries no cancel's finish on it. On SQLite and PostgreSQL.
@@ -1998,7 +2056,7 @@ async fn a_job_only_a_busy_server_can_run_waits_for_it_and_a_restart_keeps_the_w
             srv_a.stderr()
         );
         drop(srv_a);
-        let srv_a = Server::start_env(&a, &["--max-passed-over-secs", "0"], &db_env).await;
+        let srv_a = Server::start_env(&a, &["--max-passed-over-secs", "1"], &db_env).await;
         // Claimed and passed over at its start; looked at again for 3 s.
         let waited = within(&srv_a, &j, 3, |r| is_final(r.status)).await;
         assert_eq!(

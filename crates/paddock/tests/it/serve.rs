@@ -1023,6 +1023,11 @@ async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
 
+/// A cancel through the API of a queued job and of one this server runs
+/// ends each `cancelled`, its reason and status event naming who asked
+/// (the server's host and the API token), the running one's with when.
+/// Before, the reasons were plain `cancelled while queued` and
+/// `cancelled`, whoever asked.
 #[tokio::test]
 async fn cancel_a_queued_and_a_running_job() {
     let home = Home::new();
@@ -1034,20 +1039,41 @@ async fn cancel_a_queued_and_a_running_job() {
     let queued = server.submit_ok(&spec(&home, "T-2", TURN), 0).await;
     server.wait_for(&running, |s| s == JobStatus::Running).await;
 
+    let by = format!(
+        "{} (API token {}, scope admin)",
+        super::hosts::host_of(&home).1,
+        server.token_id
+    );
+    let queued_reason = format!("cancelled while queued, asked by {by}");
     let resp = server.cancel(&queued).await;
     assert_eq!(resp.status(), 202);
     let record: JobRecord = body(resp).await;
     assert_eq!(
         (record.status, record.reason.as_deref()),
-        (JobStatus::Cancelled, Some("cancelled while queued"))
+        (JobStatus::Cancelled, Some(queued_reason.as_str()))
     );
     assert_eq!(server.job(&queued).await, record);
 
     assert_eq!(server.cancel(&running).await.status(), 202);
     let ended = server.wait_for(&running, is_final).await;
+    let asked = home
+        .store()
+        .await
+        .cancel_requested(&running)
+        .await
+        .unwrap()
+        .unwrap();
+    let at = asked
+        .at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
     assert_eq!(
-        (ended.status, ended.reason.as_deref()),
-        (JobStatus::Cancelled, Some("cancelled"))
+        (ended.status, ended.reason.as_deref(), asked.by.as_str()),
+        (
+            JobStatus::Cancelled,
+            Some(format!("cancelled, asked by {by} at {at}").as_str()),
+            by.as_str()
+        )
     );
     let again = server.cancel(&running).await;
     assert_eq!(
@@ -1064,7 +1090,7 @@ async fn cancel_a_queued_and_a_running_job() {
         events.iter().map(|e| e.body.clone()).collect::<Vec<_>>(),
         vec![EventBody::Status {
             phase: Phase::Cancelled,
-            detail: Some("cancelled while queued".into())
+            detail: Some(queued_reason)
         }]
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
@@ -1653,9 +1679,29 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
     let resp = delete(running.clone()).await;
     assert_eq!(resp.status(), 200);
     let disposed: JobRecord = body(resp).await;
+    let asked = home
+        .store()
+        .await
+        .cancel_requested(&running)
+        .await
+        .unwrap()
+        .unwrap();
+    let by = format!(
+        "{} (API token {}, scope admin)",
+        super::hosts::host_of(&home).1,
+        server.token_id
+    );
+    let at = asked
+        .at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
     assert_eq!(
-        (disposed.status, disposed.reason.as_deref()),
-        (JobStatus::Cancelled, Some("cancelled"))
+        (disposed.status, disposed.reason, asked.by.clone()),
+        (
+            JobStatus::Cancelled,
+            Some(format!("cancelled, asked by {by} at {at}")),
+            by
+        )
     );
     let before = server.job(&finished).await;
     let resp = delete(finished.clone()).await;

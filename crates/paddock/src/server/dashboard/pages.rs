@@ -394,7 +394,8 @@ pub async fn cancel(
     let asker = crate::server::asker::Asker {
         token_id: viewer.token_id.clone(),
         scope: viewer.scope,
-        token_name: None,
+        token_name: viewer.token_name.clone(),
+        dashboard: true,
     };
     let outcome = state.queue.cancel(&id, &asker).await?;
     tracing::info!(job = %id, token = %viewer.token_id, ?outcome, "dashboard: cancel");

@@ -44,6 +44,8 @@ const LOGIN_FORM_LIFETIME: Duration = Duration::from_secs(3600);
 pub struct Viewer {
     pub token_id: String,
     pub scope: Scope,
+    /// The token's name as the store has it now (a cancel names it).
+    pub token_name: Option<String>,
     pub csrf: String,
 }
 
@@ -201,6 +203,7 @@ impl Sessions {
         Ok(Viewer {
             token_id: session.token_id,
             scope: session.scope,
+            token_name: row.name,
             csrf: session.csrf,
         })
     }
@@ -428,6 +431,7 @@ mod tests {
         let viewer = Viewer {
             token_id: "t".into(),
             scope: Scope::Read,
+            token_name: None,
             csrf: "c".repeat(64),
         };
         let h = headers(&[]);

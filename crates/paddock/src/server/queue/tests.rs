@@ -283,11 +283,11 @@ async fn a_passed_over_job_that_is_no_longer_ours_is_left_as_it_is() {
             (JobStatus::Done, None, Some(me.host.clone()), Vec::new()),
             (
                 JobStatus::Cancelled,
-                Some(CANCELLED_QUEUED.to_owned()),
+                Some(crate::cancel::cancelled_queued("asker")),
                 Some(me.host.clone()),
                 vec![EventBody::Status {
                     phase: Phase::Cancelled,
-                    detail: Some(CANCELLED_QUEUED.into()),
+                    detail: Some(crate::cancel::cancelled_queued("asker")),
                 }]
             ),
         ]
@@ -333,7 +333,8 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
         let asker = crate::server::asker::Asker {
             token_id: "t".into(),
             scope: crate::api_token::Scope::Submit,
-            token_name: None,
+            token_name: Some("ci".into()),
+            dashboard: false,
         };
         let Cancel::Dequeued(record) = queue.cancel(id, &asker).await.unwrap() else {
             panic!("job {id} was not dequeued");
@@ -343,6 +344,10 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
     queue.drain(Duration::from_secs(10)).await;
     scheduler.await.unwrap();
     let me = host.liveness().owner;
+    let asked = crate::cancel::cancelled_queued(&format!(
+        "{} (API token t, scope submit, name \"ci\")",
+        me.name
+    ));
     let reason = |id: &str| {
         format!(
             "not run by host {} (jobs directory {}), which cannot run job {id}: engine codex: \
@@ -363,8 +368,8 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
             ],
             Vec::<String>::new(),
             vec![
-                (JobStatus::Cancelled, Some(CANCELLED_QUEUED.to_owned())),
-                (JobStatus::Cancelled, Some(CANCELLED_QUEUED.to_owned())),
+                (JobStatus::Cancelled, Some(asked.clone())),
+                (JobStatus::Cancelled, Some(asked)),
             ],
         )
     );
@@ -1059,5 +1064,65 @@ async fn a_job_passed_over_past_the_limit_fails_with_why_and_an_unpriced_one_at_
             ],
             Vec::<String>::new(),
         )
+    );
+}
+
+/// A busy server (every slot taken) checks a passed-over job it can run
+/// once and then marks it every heartbeat interval without checking it
+/// again until its recheck (one re-admission per job per recheck, counted,
+/// not timed), and one it cannot run once (then left to its recheck's
+/// claim); the job it can run is marked as this server's. Before, each
+/// pass re-admitted every job it could run: five passes, five checks of
+/// it.
+#[tokio::test]
+async fn a_busy_server_checks_a_passed_over_job_once_per_recheck_not_every_interval() {
+    let host = Host::new().await;
+    let skew = Arc::new(Mutex::new(Duration::ZERO));
+    let clock = {
+        let skew = Arc::clone(&skew);
+        Clock::ahead_by(move || *skew.lock().unwrap())
+    };
+    let recheck = Duration::from_secs(60);
+    let queue = fleet_queue_of(&host, &[])
+        .rechecking_after(recheck)
+        .timed_by(clock);
+    // Every slot taken.
+    assert!(queue.slots.begin_claim());
+    let (busy, _stop) = oneshot::channel();
+    queue.slots.end_claim(Some(("job-busy".into(), busy)));
+    // Passed over by another server: one job this host can run, one whose
+    // scenario it has not.
+    let can = enqueue_as_is(&host, &host.spec()).await;
+    let mut elsewhere = host.spec();
+    elsewhere.upstream.scenario = Some(host.root().join("not-here.toml"));
+    let cannot = enqueue_as_is(&host, &elsewhere).await;
+    let then = OffsetDateTime::now_utc();
+    for id in [&can, &cannot] {
+        host.store.pass_over(id, then).await.unwrap();
+    }
+    let mut checks = Vec::new();
+    for _ in 0..5 {
+        queue.mark_able().await;
+        checks.push(queue.able_checks());
+    }
+    // Past its recheck: the job it can run is checked again.
+    *skew.lock().unwrap() = recheck + Duration::from_secs(1);
+    queue.mark_able().await;
+    checks.push(queue.able_checks());
+    let able = |id: String| {
+        let store = host.store.clone();
+        async move {
+            store
+                .pass_over(&id, then)
+                .await
+                .unwrap()
+                .unwrap()
+                .able
+                .map(|(owner, _)| owner)
+        }
+    };
+    assert_eq!(
+        (checks, able(can).await, able(cannot).await),
+        (vec![2, 2, 2, 2, 2, 3], Some(host.liveness().owner), None)
     );
 }
