@@ -904,12 +904,11 @@ impl JobSpec {
         let mut spec = JobSpec::json_only(text, origin)?;
         crate::network::drop_repeats(&mut spec.network.allow);
         spec.setup.drop_repeats();
-        // A spec stored before a title had to be one line of plain text
-        // (a turn's title kept its input's tabs) still loads: its control
-        // and bidirectional characters are left out as it is read.
-        if let std::borrow::Cow::Owned(plain) = crate::plain_text::line(&spec.ticket.title) {
-            spec.ticket.title = plain;
-        }
+        // A spec stored before its title and names had to be one line of
+        // plain text (a turn's title kept its input's tabs) still loads:
+        // their control and bidirectional characters are left out as it
+        // is read.
+        spec.mend_one_line_names();
         spec.validate(origin)?;
         Ok(spec)
     }
@@ -1383,14 +1382,15 @@ impl JobSpec {
             return Err(bad("ticket.title", "must not be empty".into()));
         }
         // One line a pull request's title, a terminal and the dashboard
-        // show: a control character (an escape, a line break) or a
-        // bidirectional control (which shows the title's text reordered)
-        // is refused, named by its code point, never echoed.
-        if let Some(why) = crate::plain_text::first_not_plain(&self.ticket.title) {
-            return Err(bad(
-                "ticket.title",
-                format!("must be one line of plain text: {why}"),
-            ));
+        // show (the title, and the names a closeout, a pull request's
+        // labels, `paddock jobs` and `usage` show: `one_line_names`): a
+        // control character (an escape, a line break), a bidirectional
+        // control (which shows the text reordered) or an invisible
+        // character is refused, named by its code point, never echoed.
+        for (field, value) in self.one_line_names() {
+            if let Some(why) = crate::plain_text::first_not_plain(value) {
+                return Err(bad(field, format!("must be one line of plain text: {why}")));
+            }
         }
         if self.ticket.project.trim().is_empty() {
             return Err(bad("ticket.project", "must not be empty".into()));
@@ -1415,6 +1415,46 @@ impl JobSpec {
             }
         }
         Ok(())
+    }
+
+    /// The spec's text fields that are one line of plain text (no control
+    /// or bidirectional character, `crate::plain_text`), by field name:
+    /// the ticket's title, type and project, the model, the pull request's
+    /// labels and the ticket's comments' authors.
+    fn one_line_names(&self) -> Vec<(String, &str)> {
+        let mut names = vec![
+            ("ticket.title".to_string(), self.ticket.title.as_str()),
+            ("ticket.type".to_string(), self.ticket.kind.as_str()),
+            ("ticket.project".to_string(), self.ticket.project.as_str()),
+            ("engine.model".to_string(), self.engine.model.as_str()),
+        ];
+        for (i, label) in self.results.labels.iter().enumerate() {
+            names.push((format!("results.labels[{i}]"), label.as_str()));
+        }
+        for (i, c) in self.ticket.comments.iter().enumerate() {
+            names.push((format!("ticket.comments[{i}].author"), c.author.as_str()));
+        }
+        names
+    }
+
+    /// [`JobSpec::one_line_names`] made plain, each with its control and
+    /// bidirectional characters left out (a stored spec admitted before
+    /// they had to be).
+    fn mend_one_line_names(&mut self) {
+        let plain = |s: &mut String| {
+            if let std::borrow::Cow::Owned(p) = crate::plain_text::line(s) {
+                *s = p;
+            }
+        };
+        plain(&mut self.ticket.title);
+        plain(&mut self.ticket.kind);
+        plain(&mut self.ticket.project);
+        plain(&mut self.engine.model);
+        self.results.labels.iter_mut().for_each(plain);
+        self.ticket
+            .comments
+            .iter_mut()
+            .for_each(|c| plain(&mut c.author));
     }
 
     /// No URL of the spec carries a credential: it would be stored with
@@ -2166,6 +2206,104 @@ scenario = "s.toml"
         let stored = serde_json::to_string(&spec).unwrap();
         let loaded = JobSpec::from_stored(&stored, Path::new("the store")).unwrap();
         assert_eq!(loaded.ticket.title, "fixit now");
+    }
+
+    /// The names a closeout, a pull request and the job tables show (the
+    /// ticket's type and project, the model, a label, a comment's author)
+    /// are one line of plain text as the title is: each with an escape, a
+    /// line break or a bidirectional override is refused by its field and
+    /// the code point; a stored spec holding them loads without them.
+    #[test]
+    fn a_name_with_a_control_or_bidi_character_is_refused_by_its_code_point() {
+        let with = |edit: &dyn Fn(&mut JobSpec)| {
+            let mut spec = parse("").unwrap();
+            edit(&mut spec);
+            spec
+        };
+        type Edit = Box<dyn Fn(&mut JobSpec)>;
+        let hostile: [(&str, Edit); 5] = [
+            (
+                "ticket.type",
+                Box::new(|s| s.ticket.kind = "bug\u{1b}[2J".into()),
+            ),
+            (
+                "ticket.project",
+                Box::new(|s| s.ticket.project = "acme\nforged".into()),
+            ),
+            (
+                "engine.model",
+                Box::new(|s| s.engine.model = "gpt\u{202e}x".into()),
+            ),
+            (
+                "results.labels[1]",
+                Box::new(|s| s.results.labels = vec!["ok".into(), "a\u{2066}b".into()]),
+            ),
+            (
+                "ticket.comments[0].author",
+                Box::new(|s| {
+                    s.ticket.comments = vec![TicketComment {
+                        author: "ana\u{7}".into(),
+                        body: "b".into(),
+                        at: None,
+                    }]
+                }),
+            ),
+        ];
+        let mut refused = Vec::new();
+        let mut stored = Vec::new();
+        for (_, edit) in &hostile {
+            let spec = with(edit.as_ref());
+            let text = serde_json::to_string(&spec).unwrap();
+            refused.push(
+                JobSpec::from_json(&text, Path::new("spec.json"))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            );
+            let loaded = JobSpec::from_stored(&text, Path::new("the store")).unwrap();
+            stored.push(
+                loaded
+                    .one_line_names()
+                    .into_iter()
+                    .map(|(_, v)| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
+        }
+        let said = |field: &str, cp: &str, at: usize| {
+            Err(format!(
+                "job spec spec.json: field `{field}`: must be one line of plain text: {cp} at \
+                 byte {at} is a control character, a bidirectional control or an invisible \
+                 character"
+            ))
+        };
+        let base = parse("").unwrap();
+        let names = |kind: &str, project: &str, model: &str, rest: &str| {
+            format!("{}|{kind}|{project}|{model}{rest}", base.ticket.title)
+        };
+        let (kind, project, model) = (
+            base.ticket.kind.as_str(),
+            base.ticket.project.as_str(),
+            base.engine.model.as_str(),
+        );
+        assert_eq!(
+            (refused, stored),
+            (
+                vec![
+                    said("ticket.type", "U+001B", 3),
+                    said("ticket.project", "U+000A", 4),
+                    said("engine.model", "U+202E", 3),
+                    said("results.labels[1]", "U+2066", 1),
+                    said("ticket.comments[0].author", "U+0007", 3),
+                ],
+                vec![
+                    names("bug[2J", project, model, ""),
+                    names(kind, "acmeforged", model, ""),
+                    names(kind, project, "gptx", ""),
+                    names(kind, project, model, "|ok|ab"),
+                    names(kind, project, model, "|ana"),
+                ]
+            )
+        );
     }
 
     /// A ticket id refused for its shape says every rule, so that `-rf`

@@ -365,3 +365,94 @@ async fn odd_json_and_unicode_in_a_submission_are_refused_and_the_server_lives()
         server.stderr()
     );
 }
+
+/// `POST /v1/jobs` with a name the closeout, the pull request's labels,
+/// `paddock jobs` and the dashboard show holding a terminal escape, a line
+/// break or a right-to-left override (the ticket's type and project, the
+/// model, a label, a ticket comment's author): each is refused as
+/// `bad_input` (422) naming its field and the code point, as a title is,
+/// nothing is recorded, and the server answers after them. Before, each
+/// was stored as sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_name_with_a_control_or_bidi_character_in_a_submission_is_refused() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let spec = crate::serve::spec(&home, "odd", crate::serve::TURN);
+    let with = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut s = spec.clone();
+        edit(&mut s);
+        s
+    };
+    let cases = [
+        (
+            "ticket.type",
+            with(&|s| s["ticket"]["type"] = "bug\u{1b}[2J".into()),
+        ),
+        (
+            "ticket.project",
+            with(&|s| s["ticket"]["project"] = "acme\nforged".into()),
+        ),
+        (
+            "engine.model",
+            with(&|s| s["engine"]["model"] = "gpt\u{202e}x".into()),
+        ),
+        (
+            "results.labels[0]",
+            with(&|s| {
+                if !s["results"].is_object() {
+                    s["results"] = serde_json::json!({});
+                }
+                s["results"]["labels"] = serde_json::json!(["a\u{2066}b"]);
+            }),
+        ),
+        (
+            "ticket.comments[0].author",
+            with(&|s| {
+                s["ticket"]["comments"] = serde_json::json!([{"author": "ana\u{7}", "body": "b"}])
+            }),
+        ),
+    ];
+    let mut seen = Vec::new();
+    for (field, body) in cases {
+        let resp = server
+            .client
+            .clone()
+            .post(server.url("/v1/jobs"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let problem: serde_json::Value =
+            serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or_default();
+        let detail = problem["detail"].as_str().unwrap_or_default().to_string();
+        seen.push((
+            field,
+            status,
+            problem["code"].as_str().map(str::to_string),
+            detail.contains(&format!(
+                "field `{field}`: must be one line of plain text: U+"
+            )),
+        ));
+    }
+    let health = server.get("/healthz").await.status().as_u16();
+    let jobs: serde_json::Value = crate::serve::body(server.get("/v1/jobs").await).await;
+    let refused = |field| (field, 422, Some("bad_input".to_string()), true);
+    assert_eq!(
+        (seen, health, jobs.to_string().contains("\"odd\"")),
+        (
+            vec![
+                refused("ticket.type"),
+                refused("ticket.project"),
+                refused("engine.model"),
+                refused("results.labels[0]"),
+                refused("ticket.comments[0].author"),
+            ],
+            200,
+            false
+        ),
+        "{}",
+        server.stderr()
+    );
+}

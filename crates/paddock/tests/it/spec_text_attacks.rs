@@ -1,7 +1,8 @@
 //! A hostile spec against the engine it briefs: a submitted spec's texts
 //! (`ticket.description`, `done_when`, `constraints`, the comment thread's
-//! authors, times and bodies, its own `prior_attempts`, the type, project
-//! and model, `context.instructions`) are rendered into the engine's
+//! times and bodies, its own `prior_attempts`, `context.instructions`;
+//! its names, the type, project, model and a comment's author, refuse
+//! such characters where the spec is read) are rendered into the engine's
 //! prompt and its instructions file. Each carries what a terminal or a
 //! reader would take for something else: an escape sequence (a window
 //! title, the clipboard), a bell, NUL, DEL, a C1 control, a carriage
@@ -40,8 +41,8 @@ fn spec(repo: &std::path::Path, x: &str) -> String {
 [ticket]
 id = "T-9"
 title = "Greet"
-type = "feat{x}ure"
-project = "gre{x}eter"
+type = "feature"
+project = "greeter"
 description = """
 Fix the{x} greeting.
 	Indented{x} line.
@@ -50,7 +51,7 @@ done_when = ["`greet` {x}prints", "tests{x}\npass"]
 constraints = ["no{x} new dependencies"]
 
 [[ticket.comments]]
-author = "ma{x}ria"
+author = "maria"
 at = "2026-11-28{x}T09:12:00Z"
 body = "Trim{x} it.\nThen{x} ship."
 
@@ -69,7 +70,7 @@ base_ref = "main"
 
 [engine]
 kind = "codex"
-model = "gpt-5.5{x}"
+model = "gpt-5.5"
 
 [upstream]
 provider = "scripted"

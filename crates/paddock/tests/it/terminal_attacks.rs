@@ -9,9 +9,9 @@
 //! patch's exact bytes, and on a terminal (a pseudo-terminal from
 //! util-linux's `script`) the escaped text. Every `--json` output carries
 //! none of it raw either (`terminal_text::json`'s `\uXXXX`), and parses
-//! back to the exact text, with the spec's free text (project, task type,
-//! model: a dispatcher writes them) hostile too; the `jobs` and `usage`
-//! tables show that text escaped.
+//! back to the exact text, with the job's names (project, task type,
+//! model) hostile too, as a store written before a spec had to hold them
+//! plain keeps them; the `jobs` and `usage` tables show that text escaped.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -152,28 +152,22 @@ async fn nothing_the_job_writes_reaches_the_terminal_as_control() {
     );
 }
 
-/// A job whose spec's project, task type and model carry the hostile
-/// text, and whose engine (the one above) first makes a model call naming
-/// that model, so the ledger and every rollup hold it too.
+/// A job whose engine (the one above) first makes a model call, so the
+/// ledger and every rollup hold a row of it. Its spec's names are plain
+/// (a spec refuses a control or bidirectional character in its project,
+/// task type and model); [`hostile_rows`] puts the hostile text where an
+/// older store kept it.
 fn hostile_spec(home: &Home) -> std::path::PathBuf {
     let dir = home.path().join("job");
     std::fs::create_dir_all(&dir).unwrap();
-    let call = format!(
-        r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
-curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'content-type: application/json' -d '{{"model":"m {JSON_HOSTILE}","input":"hi","stream":true}}' "$url/responses"
-"#
-    );
+    let call = r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
+curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'content-type: application/json' -d '{"model":"m","input":"hi","stream":true}' "$url/responses"
+"#;
     let spec = stand_in_job(&dir, "process", &format!("{call}{}", engine()), 60);
     let text = std::fs::read_to_string(&spec).unwrap();
     let edited = text
-        .replace(
-            "project = \"tests\"",
-            &format!("project = \"p {JSON_HOSTILE}\"\ntype = \"t {JSON_HOSTILE}\""),
-        )
-        .replace(
-            "model = \"gpt-5.5\"",
-            &format!("model = \"m {JSON_HOSTILE}\""),
-        )
+        .replace("project = \"tests\"", "project = \"p\"\ntype = \"t\"")
+        .replace("model = \"gpt-5.5\"", "model = \"m\"")
         .replace(
             "provider = \"scripted\"\n",
             "provider = \"scripted\"\nallow_unpriced = true\n",
@@ -181,6 +175,45 @@ curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'c
     assert_ne!(edited, text);
     std::fs::write(&spec, edited).unwrap();
     spec
+}
+
+/// Job `id`'s project, task type and model, and its ledger rows' model,
+/// made the hostile text in the store itself, as a store written before
+/// a spec had to hold them plain keeps them (the `jobs` row's `project`
+/// and `model` columns, its stored spec, the `model_calls` rows): every
+/// output must still show them escaped.
+async fn hostile_rows(home: &Home, id: &str) {
+    use sqlx::Connection as _;
+    let h = hostile();
+    let (project, task_type, model) = (format!("p {h}"), format!("t {h}"), format!("m {h}"));
+    let stored = home.store().await.job_spec(id).await.unwrap().unwrap();
+    let mut spec: serde_json::Value = serde_json::from_str(&stored).unwrap();
+    spec["ticket"]["project"] = project.clone().into();
+    spec["ticket"]["type"] = task_type.into();
+    spec["engine"]["model"] = model.clone().into();
+    let mut db = sqlx::SqliteConnection::connect(&format!("sqlite://{}", home.db().display()))
+        .await
+        .unwrap();
+    let jobs =
+        sqlx::query("UPDATE jobs SET project = $1, model = $2, spec_json = $3 WHERE id = $4")
+            .bind(&project)
+            .bind(&model)
+            .bind(spec.to_string())
+            .bind(id)
+            .execute(&mut db)
+            .await
+            .unwrap();
+    let calls = sqlx::query(
+        "UPDATE model_calls SET requested_model = $1, \
+         served_model = CASE WHEN served_model IS NULL THEN NULL ELSE $1 END WHERE job_id = $2",
+    )
+    .bind(&model)
+    .bind(id)
+    .execute(&mut db)
+    .await
+    .unwrap();
+    db.close().await.unwrap();
+    assert_eq!((jobs.rows_affected(), calls.rows_affected()), (1, 1));
 }
 
 /// Every string in `value`, keys too.
@@ -252,15 +285,10 @@ async fn json_outputs_carry_no_control_and_parse_back_to_the_text() {
     let run = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
-    parses_back(
-        "run --json",
-        &run.stdout,
-        &run.stderr,
-        lines,
-        &[&project, &model, &file],
-    );
+    parses_back("run --json", &run.stdout, &run.stderr, lines, &[&file]);
     let id = record(&run).id;
     assert!(record(&run).reason.unwrap().contains(&reason));
+    hostile_rows(&home, &id).await;
     for (args, texts) in [
         (
             vec!["show", "latest", "--json"],
@@ -340,20 +368,24 @@ async fn json_outputs_carry_no_control_and_parse_back_to_the_text() {
     }
 }
 
-/// The `jobs` and `usage` tables print the spec's free text (validation
-/// lets the model, the project and the task type be any text, and
-/// dispatchers write specs through the API): escaped, never raw.
+/// The `jobs` and `usage` tables print the job's names (its model,
+/// project and task type; a spec now refuses a control or bidirectional
+/// character in them, but a store written before holds them as sent, put
+/// there by [`hostile_rows`]): escaped, never raw.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_jobs_and_usage_tables_show_the_specs_text_escaped() {
     let home = Home::new();
     let spec = hostile_spec(&home);
-    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    let run = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
     assert_eq!(
         run.status.code(),
         Some(1),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    hostile_rows(&home, &record(&run).id).await;
     let escaped = r"\u{1b}[2K\u{1b}[1Adone\u{1b}]52;c;ZXZpbA==\u{7} \u{9b}31m \u{202e}evil \u{7f}\u{85}\u{2066}x\u{2069}\u{200f}\u{61c}";
     for (args, texts) in [
         (vec!["jobs"], vec![format!("m {escaped}")]),
