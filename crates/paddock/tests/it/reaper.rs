@@ -620,11 +620,18 @@ fn the_detached_remover_works_at_the_lowest_priority_under_the_trash_lock() {
     // (nice, policy) of the main thread.
     let read =
         || nice_and_policy(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap()).unwrap();
+    let io_class = || paddock_sandbox::idle::io_class(i32::try_from(pid).unwrap()).unwrap();
+    // The remover lowers its policy, then its I/O class (`idle::lowest`):
+    // both are waited for, since the class read as soon as the policy
+    // changed was still the default under load.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while read().1 != paddock_sandbox::idle::SCHED_IDLE && std::time::Instant::now() < deadline {
+    while (read().1 != paddock_sandbox::idle::SCHED_IDLE
+        || io_class() != paddock_sandbox::idle::IOPRIO_CLASS_IDLE)
+        && std::time::Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_micros(500));
     }
-    let io = paddock_sandbox::idle::io_class(i32::try_from(pid).unwrap()).unwrap();
+    let io = io_class();
     let (nice, policy) = read();
     // The remover holds the lock while it deletes: a pass that does not
     // wait leaves the trash alone.
