@@ -467,8 +467,8 @@ pub fn location(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Section {
     /// The keys outside any table (`max_usd`, `prices`, `isolation`,
-    /// `profile`, `host_profile`); a key or table the file does not know
-    /// is one of its mistakes.
+    /// `profile`, `host_profile`). A key or table the file does not know
+    /// is no part's mistake: it fails the whole file (`load_sections`).
     Top,
     Serve,
     Caches,
@@ -498,24 +498,15 @@ impl Section {
     }
 }
 
-/// The top-level keys, a table's contents left unread (each table is read
-/// on its own); a key or table the file does not know is refused here.
+/// The top-level keys, the tables left unread (each is read on its own;
+/// a name the file does not know was refused by [`KnownNames`] first).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct TopKeys {
     max_usd: Option<f64>,
     prices: Option<PathBuf>,
     isolation: Option<Isolation>,
     profile: Option<String>,
     host_profile: Option<String>,
-    #[serde(rename = "serve")]
-    _serve: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "caches")]
-    _caches: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "hosts")]
-    _hosts: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "jobs")]
-    _jobs: Option<serde::de::IgnoredAny>,
 }
 
 /// One table read, the others (`IgnoredAny`) and the top-level keys left
@@ -611,15 +602,15 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
 
 /// The config at `path` with the parts a command reads (`reads`), the
 /// others at their defaults whatever they hold; the defaults if there is
-/// no such file. A file that cannot be read or is no TOML fails whatever
-/// is read.
+/// no such file. A file that cannot be read, is no TOML or holds a name
+/// at its top that it does not know fails whatever is read.
 pub fn load_only(path: &Path, reads: &[Section]) -> Result<Config, ConfigError> {
     load_sections(path)?.only(reads)
 }
 
 /// The config at `path` read part by part (`Sections`); `Err` only when
-/// the file cannot be read or is no TOML. No file: every part its
-/// defaults.
+/// the file cannot be read, is no TOML or holds a name at its top that it
+/// does not know ([`KnownNames`]). No file: every part its defaults.
 pub fn load_sections(path: &Path) -> Result<Sections, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
@@ -639,9 +630,8 @@ pub fn load_sections(path: &Path) -> Result<Sections, ConfigError> {
             })
         }
     };
-    // The syntax first: a file that is no TOML has no part to read.
-    read::<Ignored>(path, &text)?;
-    // Then the names: a key or table the file does not know (`[cache]`
+    // The syntax and the names first (one read: a file that is no TOML
+    // fails it too, with its line): a key or table the file does not know (`[cache]`
     // for `[caches]`, a key above every table meant for one) belongs to
     // no part, so it stops every command, as a syntax error does. Read
     // as a part of its own, `paddock gc` ran on with the default cap a

@@ -385,9 +385,6 @@ impl Unmet {
     }
 }
 
-/// Whether a record is of something the setup asked for and did not get:
-/// refused or unreached during setup (not a request without a
-/// destination, port 0).
 /// How a reason, an error or a warning names setup command `n` of
 /// `total`: the spec's text (a submitter's) one line, every control,
 /// bidirectional or invisible character shown as its escape
@@ -400,6 +397,9 @@ fn command_named(n: usize, total: usize, line: &str) -> String {
     )
 }
 
+/// Whether a record is of something the setup asked for and did not get:
+/// refused or unreached during setup (not a request without a
+/// destination, port 0).
 fn is_unmet(r: &paddock_protocol::EgressRecord) -> bool {
     !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0
 }
