@@ -135,19 +135,26 @@ fn check_file_path(skill: &str, origin: &str, file: &str) -> Result<(), SkillErr
 }
 
 fn check_description(name: &str, origin: &str, description: &str) -> Result<(), SkillError> {
+    // One line of plain text, as a ticket's title: the description is
+    // written into AGENTS.md/CLAUDE.md and SKILL.md, which the engine
+    // reads, so an escape, a bidirectional control or an invisible
+    // character (tag characters spelling hidden text) is refused by its
+    // code point, never echoed (`paddock_protocol::plain_text`).
     let reason = if description.trim().is_empty() {
-        "the description is empty"
+        "the description is empty".to_string()
     } else if description.len() > MAX_DESCRIPTION {
-        "the description is longer than 1024 characters"
+        "the description is longer than 1024 characters".to_string()
     } else if description.contains(['\n', '\r']) {
-        "the description must be one line"
+        "the description must be one line".to_string()
+    } else if let Some(at) = paddock_protocol::plain_text::first_not_plain(description) {
+        format!("the description must be plain text: {at}")
     } else {
         return Ok(());
     };
     Err(SkillError::Invalid {
         name: name.to_string(),
         origin: origin.to_string(),
-        reason: reason.to_string(),
+        reason,
     })
 }
 
@@ -239,7 +246,15 @@ pub fn load(spec: &ContextSpec) -> Result<Vec<Skill>, SkillError> {
         }
         files.insert(
             "SKILL.md".to_string(),
-            skill_md(&inline.name, &inline.description, &inline.body).into_bytes(),
+            // The body is the spec's text of several lines, plain as the
+            // ticket's texts are in the brief (its line breaks and tabs
+            // kept; no escape, bidirectional or invisible character).
+            skill_md(
+                &inline.name,
+                &inline.description,
+                &paddock_protocol::plain_text::text(&inline.body),
+            )
+            .into_bytes(),
         );
         skills.push(Skill {
             name: inline.name.clone(),

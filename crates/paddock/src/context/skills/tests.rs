@@ -316,3 +316,57 @@ fn inline_skill_md_has_front_matter() {
         "---\nname: one\ndescription: Does a thing.\n---\n\nSteps.\n"
     );
 }
+
+/// A skill's description reaches AGENTS.md/CLAUDE.md and SKILL.md: an
+/// escape, a bidirectional override or a tag character spelling hidden
+/// text is refused by its code point, from a spec and from a library
+/// alike, never echoed; an inline body keeps its line breaks and tabs and
+/// loses the rest. Before, only a line break was refused, and the body was
+/// written as sent.
+#[test]
+fn a_skills_description_and_body_are_plain_text() {
+    let refused = |description: &str| {
+        let mut s = inline("desc");
+        s.description = description.into();
+        load(&spec_with(vec![s])).unwrap_err().to_string()
+    };
+    let library = tempfile::tempdir().unwrap();
+    library_skill(
+        library.path(),
+        "lib",
+        "---\nname: lib\ndescription: Run\u{202e}txt.exe\n---\n\nBody.\n",
+    );
+    let from_library = load(&ContextSpec {
+        skills_dir: Some(library.path().to_path_buf()),
+        ..ContextSpec::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        [
+            refused("Run\u{1b}]0;x\u{7} it."),
+            refused("Do it.\u{e0001}\u{e0069}"),
+            from_library,
+        ],
+        [
+            "skill `desc` (inline context.skill[0]): the description must be plain text: U+001B \
+             at byte 3 is a control character, a bidirectional control or an invisible character"
+                .to_string(),
+            "skill `desc` (inline context.skill[0]): the description must be plain text: U+E0001 \
+             at byte 6 is a control character, a bidirectional control or an invisible character"
+                .to_string(),
+            format!(
+                "skill `lib` (library {}): the description must be plain text: U+202E at byte 3 \
+                 is a control character, a bidirectional control or an invisible character",
+                library.path().display()
+            ),
+        ]
+    );
+    let mut s = inline("body");
+    s.body = "Step\u{1b}[2J one.\r\n\tStep\u{202e} two.\u{200b}".into();
+    let skills = load(&spec_with(vec![s])).unwrap();
+    assert_eq!(
+        String::from_utf8(skills[0].files["SKILL.md"].clone()).unwrap(),
+        "---\nname: body\ndescription: Does a thing.\n---\n\nStep[2J one.\n\tStep two.\n"
+    );
+}
