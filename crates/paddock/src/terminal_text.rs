@@ -9,11 +9,13 @@
 //! bidirectional overrides reorder what is shown ("Trojan Source"). So
 //! every such character is shown as its escape (`\u{1b}`) instead: the
 //! C0 and C1 controls and DEL (Unicode's `Cc`), the bidirectional
-//! embeddings, overrides, isolates and marks, and the invisible characters
-//! that make one text look like another (zero-width space, word joiner
-//! and invisible operators, the byte order mark, the Mongolian vowel
-//! separator; zero-width joiner and non-joiner stay, as emoji and some
-//! scripts need them). The dashboard shows job text through the same
+//! embeddings, overrides, isolates and marks, the line and paragraph
+//! separators, and the invisible characters that make one text look like
+//! another (zero-width space, word joiner and invisible operators, the
+//! byte order mark, the soft hyphen, the variation selectors but the
+//! emoji's U+FE0E and U+FE0F, the tag characters: `plain_text::is_invisible`;
+//! zero-width joiner and non-joiner stay, as emoji and some scripts need
+//! them). The dashboard shows job text through the same
 //! function (server/dashboard/pages.rs). A line view escapes newlines
 //! too ([`line`]); a text view keeps newlines and tabs ([`text`]).
 //! Paddock's own colours are added after, never passed through here.
@@ -93,8 +95,24 @@ mod tests {
             line("a\u{200b}b\u{2060}c\u{feff}d\u{180e}e\u{2062}f"),
             "a\\u{200b}b\\u{2060}c\\u{feff}d\\u{180e}e\\u{2062}f"
         );
-        // Joiners stay: emoji sequences and some scripts are made of them.
-        assert_eq!(line("👩\u{200d}💻 \u{200c}"), "👩\u{200d}💻 \u{200c}");
+        // A line separator, a soft hyphen, a variation selector that is
+        // no emoji's are escaped, in a text view too.
+        assert_eq!(
+            (
+                line("a\u{2028}b\u{ad}c\u{fe00}d"),
+                text("a\u{2029}b\u{e0100}c")
+            ),
+            (
+                Cow::Owned::<str>("a\\u{2028}b\\u{ad}c\\u{fe00}d".into()),
+                Cow::Owned::<str>("a\\u{2029}b\\u{e0100}c".into())
+            )
+        );
+        // Joiners and an emoji's presentation selector stay: emoji
+        // sequences and some scripts are made of them.
+        assert_eq!(
+            line("👩\u{200d}💻 \u{200c} \u{2764}\u{fe0f}"),
+            "👩\u{200d}💻 \u{200c} \u{2764}\u{fe0f}"
+        );
         assert_eq!(
             line(hostile),
             "ok\\u{1b}[2K\\u{1b}[1Adone\\u{1b}]52;c;ZXZpbA==\\u{7} \\u{9b}31m \\u{7f}\\u{202e}fdp.exe\\u{9}\\u{a}next"

@@ -1,6 +1,7 @@
 //! Plain text: what a ticket title, a name or a brief's text may hold.
 //! A control character (an escape starting a terminal command, a line
-//! break forging another line, a NUL) or a bidirectional control (which
+//! break forging another line, a NUL), a line or paragraph separator
+//! (U+2028, U+2029: a line break to some readers) or a bidirectional control (which
 //! shows the text after it reordered, so that what is shown differs from
 //! what is stored) is not plain, nor is a character shown as nothing
 //! (a zero-width space, a byte order mark, a tag character spelling text
@@ -26,25 +27,88 @@ pub fn is_bidi_control(c: char) -> bool {
 }
 
 /// A character shown as nothing that carries no meaning of its own in
-/// text a person reads: the zero-width space, the word joiner and the
-/// invisible operators, the byte order mark (a zero-width no-break space
-/// inside text), the Mongolian vowel separator, and the tag characters
-/// (U+E0000–U+E007F), which spell ASCII no reader sees and a model reads
-/// (hidden instructions in a brief that looks plain). The joiners U+200C
-/// and U+200D are not among them: emoji sequences and several scripts
-/// are made of them.
+/// text a person reads (Unicode's default-ignorable code points, less the
+/// joiners and the emoji presentation selectors):
+///
+/// - U+00AD soft hyphen, U+034F combining grapheme joiner;
+/// - U+115F, U+1160, U+3164, U+FFA0, the Hangul fillers (blank letters);
+/// - U+17B4, U+17B5, the Khmer inherent vowels;
+/// - U+180B–U+180F, the Mongolian variation selectors and vowel separator;
+/// - U+200B zero-width space, U+2060–U+2065 the word joiner, the invisible
+///   operators and the next, reserved one, U+206A–U+206F the deprecated
+///   format characters;
+/// - U+FE00–U+FE0D, the variation selectors 1 to 14, and U+E0100–U+E01EF,
+///   the variation selectors supplement (they pick a glyph, and a string
+///   of them hides text as tag characters do);
+/// - U+FEFF byte order mark (a zero-width no-break space inside text),
+///   U+FFF0–U+FFF8 (reserved), U+FFF9–U+FFFB interlinear annotation;
+/// - U+1BCA0–U+1BCA3, the shorthand format controls, U+1D173–U+1D17A,
+///   the musical format characters;
+/// - U+E0000–U+E0FFF, the tag characters (U+E0000–U+E007F, which spell
+///   ASCII no reader sees and a model reads: hidden instructions in a
+///   brief that looks plain), the variation selectors supplement and
+///   the block's reserved rest.
+///
+/// Not among them: the joiners U+200C and U+200D (emoji sequences and
+/// several scripts are made of them) and the variation selectors U+FE0E
+/// and U+FE0F, which ask for a character's text or emoji presentation
+/// (`❤\u{FE0F}`, the keycaps, an emoji in a ZWJ sequence): each shows as
+/// the character before it, no more.
 pub fn is_invisible(c: char) -> bool {
     matches!(
         c,
-        '\u{200B}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}' | '\u{180E}' | '\u{E0000}'..='\u{E007F}'
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'
+            | '\u{2060}'..='\u{2065}'
+            | '\u{206A}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0D}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFFB}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
     )
 }
 
+/// U+2028 line separator and U+2029 paragraph separator: not Unicode's
+/// controls (`Cc`), but a line break to a JavaScript string, a Markdown
+/// renderer and some terminals, so that a name holding one shows as two
+/// lines (a forged line under the title) while a reader that does not
+/// break there shows nothing. Neither is in one line of plain text, and
+/// plain text of several lines breaks its lines with `\n` only.
+pub fn is_line_separator(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}')
+}
+
 /// Whether `c` may be in one line of plain text: not a control character
-/// (Unicode's `Cc`: C0, DEL, C1; a line break and a tab too), nor a
-/// bidirectional control, nor an invisible character ([`is_invisible`]).
+/// (Unicode's `Cc`: C0, DEL, C1; a line break and a tab too), nor a line
+/// or paragraph separator ([`is_line_separator`]), nor a bidirectional
+/// control, nor an invisible character ([`is_invisible`]).
 pub fn is_plain(c: char) -> bool {
-    !c.is_control() && !is_bidi_control(c) && !is_invisible(c)
+    kind(c).is_none()
+}
+
+/// What `c` is when it is not plain ([`is_plain`]), as an error says it.
+fn kind(c: char) -> Option<&'static str> {
+    if c.is_control() {
+        Some("a control character")
+    } else if is_line_separator(c) {
+        Some("a line or paragraph separator")
+    } else if is_bidi_control(c) {
+        Some("a bidirectional control")
+    } else if is_invisible(c) {
+        Some("an invisible character")
+    } else {
+        None
+    }
 }
 
 /// `s` as one line of plain text: every character [`is_plain`] refuses
@@ -62,16 +126,14 @@ pub fn text(s: &str) -> Cow<'_, str> {
 }
 
 /// Where `s` first holds a character [`is_plain`] refuses, said by its
-/// code point and byte offset (the character itself never echoed):
-/// "U+001B at byte 4 is a control character, a bidirectional control or
-/// an invisible character".
+/// code point, byte offset and kind (the character itself never echoed):
+/// "U+001B at byte 4 is a control character", "U+2028 at byte 0 is a line
+/// or paragraph separator", "U+202E at byte 2 is a bidirectional
+/// control", "U+200B at byte 1 is an invisible character".
 pub fn first_not_plain(s: &str) -> Option<String> {
-    let (at, c) = s.char_indices().find(|(_, c)| !is_plain(*c))?;
-    Some(format!(
-        "U+{:04X} at byte {at} is a control character, a bidirectional control or an invisible \
-         character",
-        u32::from(c)
-    ))
+    s.char_indices().find_map(|(at, c)| {
+        kind(c).map(|what| format!("U+{:04X} at byte {at} is {what}", u32::from(c)))
+    })
 }
 
 fn keep(s: &str, kept: impl Fn(char) -> bool) -> Cow<'_, str> {
@@ -113,5 +175,47 @@ mod tests {
         let plain = "café cafe\u{301} 👩\u{200d}💻 \u{200c}";
         assert!(matches!(line(plain), Cow::Borrowed(p) if p == plain));
         assert!(matches!(text("a\n\tb"), Cow::Borrowed("a\n\tb")));
+    }
+
+    /// The line and paragraph separators and every default-ignorable
+    /// character but the joiners and the emoji presentation selectors
+    /// (the soft hyphen, the combining grapheme joiner, the Hangul
+    /// fillers, the Khmer inherent vowels, the Mongolian selectors, the
+    /// variation selectors 1 to 14 and 17 to 256, the deprecated format
+    /// characters, the interlinear annotation, the shorthand and musical
+    /// format controls) are left out of a line and of a text; an emoji's
+    /// U+FE0F and U+FE0E, a keycap and a ZWJ sequence are kept.
+    #[test]
+    fn separators_and_every_default_ignorable_but_the_emoji_selectors_are_left_out() {
+        let hidden = "a\u{2028}b\u{2029}c\u{ad}d\u{34f}e\u{115f}\u{1160}\u{3164}\u{ffa0}f\u{17b4}\u{17b5}\
+                      g\u{180b}\u{180c}\u{180d}\u{180f}h\u{2065}\u{206a}\u{206f}i\u{fe00}\u{fe0d}j\
+                      \u{e0100}\u{e01ef}k\u{fff9}\u{fffa}\u{fffb}l\u{1bca0}\u{1bca3}\u{1d173}\u{1d17a}m";
+        assert_eq!(
+            (line(hidden), text(&format!("{hidden}\nn"))),
+            (
+                Cow::Owned::<str>("abcdefghijklm".into()),
+                Cow::Owned::<str>("abcdefghijklm\nn".into())
+            )
+        );
+        let emoji = "\u{2764}\u{fe0f} 1\u{fe0f}\u{20e3} \u{270c}\u{fe0e} \
+                     \u{1f3f3}\u{fe0f}\u{200d}\u{1f308} \u{1f469}\u{200d}\u{1f4bb}";
+        assert!(matches!(line(emoji), Cow::Borrowed(e) if e == emoji));
+        assert_eq!(
+            [
+                "a\u{1b}",
+                "a\u{2028}",
+                "ab\u{202e}",
+                "\u{fe00}",
+                "x\u{e0100}"
+            ]
+            .map(first_not_plain),
+            [
+                Some("U+001B at byte 1 is a control character".to_string()),
+                Some("U+2028 at byte 1 is a line or paragraph separator".to_string()),
+                Some("U+202E at byte 2 is a bidirectional control".to_string()),
+                Some("U+FE00 at byte 0 is an invisible character".to_string()),
+                Some("U+E0100 at byte 1 is an invisible character".to_string()),
+            ]
+        );
     }
 }

@@ -2166,32 +2166,50 @@ scenario = "s.toml"
             .map(|_| ())
             .map_err(|e| e.to_string())
         };
-        let refused = |cp: &str, at: usize| {
+        let refused = |cp: &str, at: usize, what: &str| {
             Err(format!(
                 "job spec spec.toml: field `ticket.title`: must be one line of plain text: {cp} at \
-                 byte {at} is a control character, a bidirectional control or an invisible \
-                 character"
+                 byte {at} is {what}"
             ))
         };
+        let (control, bidi, invisible) = (
+            "a control character",
+            "a bidirectional control",
+            "an invisible character",
+        );
         assert_eq!(
             [
                 check("fix \u{1b}[2J it"),
                 check("fix\nit"),
                 check("fix\tit"),
+                check("fix\u{2028}it"),
+                check("fix\u{2029}it"),
                 check("fix \u{202e}ti"),
                 check("fix \u{2066}it"),
                 check("fix\u{200b}it"),
                 check("fix \u{e0069}it"),
+                check("fi\u{ad}x"),
+                check("fi\u{fe00}x"),
+                check("fi\u{e0100}x"),
+                check("fix\u{3164}"),
                 check("caf\u{e9} and cafe\u{301}"),
+                check("fix \u{2764}\u{fe0f} \u{1f469}\u{200d}\u{1f4bb} \u{270c}\u{fe0e}"),
             ],
             [
-                refused("U+001B", 4),
-                refused("U+000A", 3),
-                refused("U+0009", 3),
-                refused("U+202E", 4),
-                refused("U+2066", 4),
-                refused("U+200B", 3),
-                refused("U+E0069", 4),
+                refused("U+001B", 4, control),
+                refused("U+000A", 3, control),
+                refused("U+0009", 3, control),
+                refused("U+2028", 3, "a line or paragraph separator"),
+                refused("U+2029", 3, "a line or paragraph separator"),
+                refused("U+202E", 4, bidi),
+                refused("U+2066", 4, bidi),
+                refused("U+200B", 3, invisible),
+                refused("U+E0069", 4, invisible),
+                refused("U+00AD", 2, invisible),
+                refused("U+FE00", 2, invisible),
+                refused("U+E0100", 2, invisible),
+                refused("U+3164", 3, invisible),
+                Ok(()),
                 Ok(()),
             ]
         );
@@ -2270,10 +2288,13 @@ scenario = "s.toml"
             );
         }
         let said = |field: &str, cp: &str, at: usize| {
+            let what = match cp {
+                "U+202E" | "U+2066" => "a bidirectional control",
+                _ => "a control character",
+            };
             Err(format!(
                 "job spec spec.json: field `{field}`: must be one line of plain text: {cp} at \
-                 byte {at} is a control character, a bidirectional control or an invisible \
-                 character"
+                 byte {at} is {what}"
             ))
         };
         let base = parse("").unwrap();
@@ -2648,13 +2669,11 @@ scenario = "s.toml"
             [
                 refused(
                     "repository.base_ref",
-                    "is not a valid git revision: U+001B at byte 2 is a control character, a \
-                     bidirectional control or an invisible character"
+                    "is not a valid git revision: U+001B at byte 2 is a control character"
                 ),
                 refused(
                     "repository.base_ref",
-                    "is not a valid git revision: U+202E at byte 4 is a control character, a \
-                     bidirectional control or an invisible character"
+                    "is not a valid git revision: U+202E at byte 4 is a bidirectional control"
                 ),
                 refused(
                     "repository.base_ref",
@@ -2668,13 +2687,11 @@ scenario = "s.toml"
                 Ok(()),
                 refused(
                     "results.base_branch",
-                    "is not a valid git branch name: U+000A at byte 2 is a control character, a \
-                     bidirectional control or an invisible character"
+                    "is not a valid git branch name: U+000A at byte 2 is a control character"
                 ),
                 refused(
                     "results.base_branch",
-                    "is not a valid git branch name: U+2066 at byte 1 is a control character, a \
-                     bidirectional control or an invisible character"
+                    "is not a valid git branch name: U+2066 at byte 1 is a bidirectional control"
                 ),
                 refused(
                     "results.base_branch",

@@ -6,8 +6,10 @@
 //! prompt and its instructions file. Each carries what a terminal or a
 //! reader would take for something else: an escape sequence (a window
 //! title, the clipboard), a bell, NUL, DEL, a C1 control, a carriage
-//! return that overwrites its line with a forged one, and bidirectional
-//! overrides and isolates that show the text after them reordered.
+//! return that overwrites its line with a forged one, a line or paragraph
+//! separator (a line break to some readers), bidirectional overrides and
+//! isolates that show the text after them reordered, and invisible
+//! characters (a soft hyphen, a variation selector, a Hangul filler).
 //! Through the real `paddock context`: the hostile spec's `PROMPT.md` and
 //! `AGENTS.md` are, whole, those of the same spec with those characters
 //! left out by hand (line breaks and tabs kept in a text of several
@@ -31,6 +33,15 @@ const HOSTILE: &[&str] = &[
     "\\u2066",
     "\\u200f",
     "\\u061c",
+    "\\u2028",
+    "\\u2029",
+    "\\u00ad",
+    "\\u034f",
+    "\\ufe00",
+    "\\U000e0100",
+    "\\u3164",
+    "\\u180b",
+    "\\ufff9",
 ];
 
 /// The spec's texts, with `{}` where the hostile characters go.
