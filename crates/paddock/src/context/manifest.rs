@@ -2,11 +2,12 @@
 //! (what the job may rely on: engine, model, isolation rung, limits, time
 //! budget, host profile) and `.paddock/tools.json` (the commands available on
 //! the engine's PATH and the ones the host forbids). Neither holds an
-//! absolute path or a secret. Their fields are documented in docs/context.md.
+//! absolute path or a secret, and the spec's names in them (project,
+//! model) are one plain line, as in the instructions. Their fields are documented in docs/context.md.
 
 use std::path::PathBuf;
 
-use paddock_protocol::JobSpec;
+use paddock_protocol::{plain_text, JobSpec};
 use serde_json::{json, Value};
 
 use super::{ContextInputs, PolicyContext};
@@ -40,14 +41,14 @@ pub fn environment(spec: &JobSpec, policy: &PolicyContext) -> Value {
         "schema": "paddock.environment/1",
         "job": {
             "ticket": spec.ticket.id,
-            "project": spec.ticket.project,
+            "project": plain_text::line(&spec.ticket.project),
             "attempt": spec.attempt(),
             "branch": spec.branch(),
             "base_ref": spec.repository.base_ref,
         },
         "engine": {
             "kind": spec.engine.kind.as_str(),
-            "model": spec.engine.model,
+            "model": plain_text::line(&spec.engine.model),
             "reasoning_effort": spec.engine.reasoning_effort.map(|e| e.as_str()),
         },
         "isolation": spec.isolation.as_str(),

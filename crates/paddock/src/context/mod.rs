@@ -23,6 +23,9 @@ pub mod manifest;
 pub mod skills;
 pub mod templates;
 
+#[cfg(test)]
+mod tests;
+
 pub use install::{install, write_to_dir, InstallError};
 pub use skills::{Skill, SkillError};
 pub use templates::{TemplateError, Templates};
