@@ -669,13 +669,13 @@ fn is_another_hosts(job: &RunningJob, liveness: &Liveness) -> bool {
 pub async fn reclaim_others(
     store: &dyn Store,
     liveness: &Liveness,
-    mut watched: Option<&mut Sightings>,
+    watched: Option<&Sightings>,
 ) -> (Vec<Reaped>, Vec<String>) {
     let running = match store.running_jobs().await {
         Ok(running) => running,
         Err(e) => return (Vec::new(), vec![format!("list running jobs: {e}")]),
     };
-    if let Some(w) = watched.as_deref_mut() {
+    if let Some(w) = watched {
         w.keep_only(&running);
     }
     let mut reclaimed = Vec::new();
@@ -684,7 +684,7 @@ pub async fn reclaim_others(
             // Seen unchanged for the TTL on this process's clock, it is
             // stale whatever its date says (one dated ahead included);
             // otherwise its date is all there is to judge it by.
-            let seen_stale = match watched.as_deref_mut() {
+            let seen_stale = match watched {
                 Some(w) => {
                     if w.seen_for(&job.id, *beat, tokio::time::Instant::now()) <= liveness.ttl {
                         continue;
@@ -723,7 +723,7 @@ pub async fn reclaim_cancelled(
     store: &dyn Store,
     liveness: &Liveness,
     id: &str,
-    watched: &mut Sightings,
+    watched: &Sightings,
     (wall, mono): (OffsetDateTime, tokio::time::Instant),
 ) -> Result<Option<Owner>, StoreError> {
     let running = store.running_jobs().await?;
@@ -763,19 +763,28 @@ pub fn missed_renewals(liveness: &Liveness) -> std::time::Duration {
 /// seen, and when (on the monotonic clock) it was first seen unchanged.
 /// A heartbeat is stale to the server only once it has stayed the same
 /// for the TTL on that clock, whatever the wall clock says (module text).
+/// Shared by the server's periodic pass and its cancels
+/// ([`reclaim_cancelled`]) through `&self`: its lock is taken inside each
+/// method, which awaits nothing, so it is never held across the store's
+/// work. Before, the server kept it behind an async lock held for the
+/// whole pass, and a cancel of another host's job waited for every
+/// reclaim of that pass.
 #[derive(Debug, Default)]
-pub struct Sightings(std::collections::HashMap<String, (OffsetDateTime, tokio::time::Instant)>);
+pub struct Sightings(
+    std::sync::Mutex<std::collections::HashMap<String, (OffsetDateTime, tokio::time::Instant)>>,
+);
 
 impl Sightings {
     /// How long heartbeat `beat` of job `id` has been seen unchanged, as
     /// of `now` (zero the first time it is seen).
     pub fn seen_for(
-        &mut self,
+        &self,
         id: &str,
         beat: OffsetDateTime,
         now: tokio::time::Instant,
     ) -> std::time::Duration {
-        let entry = self.0.entry(id.to_owned()).or_insert((beat, now));
+        let mut seen = self.locked();
+        let entry = seen.entry(id.to_owned()).or_insert((beat, now));
         if entry.0 != beat {
             *entry = (beat, now);
         }
@@ -783,9 +792,22 @@ impl Sightings {
     }
 
     /// Forgets the jobs no longer running.
-    fn keep_only(&mut self, running: &[RunningJob]) {
+    fn keep_only(&self, running: &[RunningJob]) {
         let ids: std::collections::HashSet<&str> = running.iter().map(|j| j.id.as_str()).collect();
-        self.0.retain(|id, _| ids.contains(id.as_str()));
+        self.locked().retain(|id, _| ids.contains(id.as_str()));
+    }
+
+    /// The map, also after a panic while it was held (each method leaves
+    /// it whole at every step).
+    fn locked(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, (OffsetDateTime, tokio::time::Instant)>,
+    > {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -2326,11 +2348,11 @@ mod tests {
                 .await
                 .unwrap();
             store.request_cancel(&id, "asker", real).await.unwrap();
-            let mut watched = Sightings::default();
+            let watched = Sightings::default();
             if let Some(seen) = seen {
                 watched.seen_for(&id, beat, ago(seen));
             }
-            let settled = reclaim_cancelled(&store, &liveness, &id, &mut watched, (wall, mono))
+            let settled = reclaim_cancelled(&store, &liveness, &id, &watched, (wall, mono))
                 .await
                 .unwrap();
             let status = store.job(&id).await.unwrap().unwrap().status;
@@ -2344,6 +2366,63 @@ mod tests {
             })
             .collect();
         assert_eq!(got, want);
+    }
+
+    /// A cancel of another host's job is judged while the same server's
+    /// reclaim pass is held up in the store (its listing of running jobs
+    /// waits until released): the cancel's judgement returns (its owner
+    /// not found dead: a beat it sees for the first time), and the pass
+    /// ends once released, reclaiming nothing. Before, the server held
+    /// its sightings behind an async lock for the whole pass, and the
+    /// cancel waited for every reclaim of it (here, for ever: the guard
+    /// below fails it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancel_is_judged_while_the_reclaim_pass_is_held_in_the_store() {
+        let inner: crate::store::SharedStore =
+            Arc::new(crate::store::SqliteStore::open_in_memory().await.unwrap());
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        let now = OffsetDateTime::now_utc();
+        inner
+            .insert_owned_job(&fixtures::job("job-1", 0), "{}", &there, now)
+            .await
+            .unwrap();
+        inner.request_cancel("job-1", "asker", now).await.unwrap();
+        let hold = Arc::new(crate::runner::tests::Hold::default());
+        let store = Arc::new(crate::runner::tests::FailingStore {
+            inner,
+            fails: |_| false,
+            linger: std::time::Duration::ZERO,
+            reaps: None,
+            settle_fails: std::sync::atomic::AtomicUsize::new(0),
+            hold: Some(Arc::clone(&hold)),
+        });
+        let watched = Arc::new(Sightings::default());
+        let pass = tokio::spawn({
+            let (store, watched) = (Arc::clone(&store), Arc::clone(&watched));
+            async move { reclaim_others(&*store, &here(), Some(&watched)).await }
+        });
+        hold.entered.notified().await;
+        let liveness = here();
+        let judged = reclaim_cancelled(
+            &*store,
+            &liveness,
+            "job-1",
+            &watched,
+            (now, tokio::time::Instant::now()),
+        );
+        // A guard, not a measure: the judgement waits for nothing.
+        let judged = tokio::time::timeout(std::time::Duration::from_secs(60), judged)
+            .await
+            .map(|r| r.map_err(|e| e.to_string()));
+        assert_eq!(judged, Ok(Ok(None)));
+        hold.release.notify_one();
+        let (reclaimed, errors) = pass.await.unwrap();
+        assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
+        let status = store.job("job-1").await.unwrap().unwrap().status;
+        assert_eq!(status, JobStatus::Running);
     }
 
     /// A server's periodic pass whose wall clock jumped two hours ahead
@@ -2371,8 +2450,8 @@ mod tests {
             store.job("job-1").await.unwrap().unwrap().status
         };
         let liveness = here();
-        let mut watched = Sightings::default();
-        let (reclaimed, errors) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        let watched = Sightings::default();
+        let (reclaimed, errors) = reclaim_others(&store, &liveness, Some(&watched)).await;
         assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
         assert_eq!(status(store.clone()).await, JobStatus::Running);
 
@@ -2389,14 +2468,14 @@ mod tests {
             watched.seen_for("job-1", beat, long_ago),
             std::time::Duration::ZERO
         );
-        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&watched)).await;
         assert_eq!(reclaimed, Vec::new());
         assert_eq!(status(store.clone()).await, JobStatus::Running);
 
         // That beat, unchanged for longer than the TTL: reclaimed.
-        let mut watched = Sightings::default();
+        let watched = Sightings::default();
         watched.seen_for("job-1", renewed, long_ago);
-        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&watched)).await;
         assert_eq!(
             reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
             vec!["job-1".to_string()]
@@ -2484,9 +2563,9 @@ mod tests {
         let long_ago = tokio::time::Instant::now()
             .checked_sub(liveness.ttl + std::time::Duration::from_secs(1))
             .unwrap();
-        let mut watched = Sightings::default();
+        let watched = Sightings::default();
         watched.seen_for("job-1", beat, long_ago);
-        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&watched)).await;
         assert_eq!(
             reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
             vec!["job-1".to_string()]

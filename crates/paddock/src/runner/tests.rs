@@ -442,6 +442,7 @@ async fn a_heartbeat_after_the_jobs_own_end_is_not_a_reclaim() {
             linger: std::time::Duration::from_millis(50),
             reaps: None,
             settle_fails: std::sync::atomic::AtomicUsize::new(0),
+            hold: None,
         });
         let runner = host.runner_beating(store, rung, liveness.clone());
         let (result, _) = run(&runner, &host.spec()).await;
@@ -676,6 +677,18 @@ pub(crate) struct FailingStore {
     /// How many of the next settlings of a model call's row fail (a full
     /// disk at that moment).
     pub settle_fails: std::sync::atomic::AtomicUsize,
+    /// Where the first listing of running jobs (a reaper pass's) waits.
+    pub hold: Option<Arc<Hold>>,
+}
+
+/// Holds the first `running_jobs` read of a [`FailingStore`] (a reaper
+/// pass's, in the store) until `release` is notified; `entered` is
+/// notified once it is held. Later reads pass.
+#[derive(Debug, Default)]
+pub(crate) struct Hold {
+    pub taken: std::sync::atomic::AtomicBool,
+    pub entered: tokio::sync::Notify,
+    pub release: tokio::sync::Notify,
 }
 
 /// Where a [`FailingStore`] runs a full reaper pass (`paddock gc`'s) of
@@ -713,6 +726,7 @@ impl FailingStore {
             linger: std::time::Duration::ZERO,
             reaps: Some(reaps),
             settle_fails: std::sync::atomic::AtomicUsize::new(0),
+            hold: None,
         }
     }
 
@@ -795,6 +809,12 @@ impl crate::store::Store for FailingStore {
         self.inner.reclaim_job(reclaim).await
     }
     async fn running_jobs(&self) -> Result<Vec<crate::store::RunningJob>, StoreError> {
+        if let Some(hold) = &self.hold {
+            if !hold.taken.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                hold.entered.notify_one();
+                hold.release.notified().await;
+            }
+        }
         self.inner.running_jobs().await
     }
     async fn request_cancel(
@@ -1089,6 +1109,7 @@ async fn a_store_failure_after_provisioning_still_removes_the_workspace() {
         linger: std::time::Duration::ZERO,
         reaps: None,
         settle_fails: std::sync::atomic::AtomicUsize::new(0),
+        hold: None,
     });
     let runner = host.runner_with(store, done_rung());
     let (result, _) = run(&runner, &host.spec()).await;

@@ -342,7 +342,9 @@ pub struct Queue {
     /// Other hosts' heartbeats, aged on this process's monotonic clock:
     /// the reclaim pass's, which a cancel of a dead host's job reads too
     /// (`reaper::reclaim_cancelled`).
-    sightings: tokio::sync::Mutex<crate::reaper::Sightings>,
+    /// Locked only inside its own methods, never across the store's work
+    /// (`reaper::Sightings`).
+    sightings: crate::reaper::Sightings,
     /// Passed-over jobs this server found it can run while busy
     /// ([`Queue::mark_able`]), each with when it checked: marked again
     /// without a check until `recheck` from then (its spec does not
@@ -408,7 +410,7 @@ impl Queue {
             lanes,
             submissions,
             refused: Mutex::new(HashMap::new()),
-            sightings: tokio::sync::Mutex::default(),
+            sightings: crate::reaper::Sightings::default(),
             able: Mutex::new(HashMap::new()),
             able_checks: std::sync::atomic::AtomicU64::new(0),
             recheck: RECHECK_PASSED_OVER,
@@ -889,7 +891,7 @@ impl Queue {
         let admitted = match admitted {
             Ok(a) => a,
             Err(Readmit::Refused(why)) => {
-                self.give_back(record, lease, cancelled, &why).await;
+                self.give_back(record, lease, &why).await;
                 return;
             }
             Err(Readmit::Failed(why)) => {
@@ -910,20 +912,19 @@ impl Queue {
 
     /// Puts claimed job `record`, which this server will not run (`why`),
     /// back in the queue for another server: its slot freed, its claim
-    /// renewed, its `lease` given up, a cancel that reached its slot
-    /// (`cancelled`) recorded in the store, then [`Queue::pass_over`].
-    async fn give_back(
-        &self,
-        record: JobRecord,
-        lease: Lease,
-        cancelled: oneshot::Receiver<()>,
-        why: &PassOver,
-    ) {
+    /// renewed, its `lease` given up, then [`Queue::pass_over`]. A signal
+    /// that reached its slot (its `cancelled`, dropped) asks nothing of
+    /// the job: an
+    /// API cancel (`Queue::cancel`) recorded who asked in the store before
+    /// it signalled, where putting the job back finds it; the drain's
+    /// (`Slots::cancel_all`) names no one and is for the jobs this server
+    /// runs, not one it passes over, which another server may run. Before,
+    /// the drain's signal was recorded as a cancel "(its server's drain)",
+    /// and the job ended `cancelled while queued`.
+    async fn give_back(&self, record: JobRecord, lease: Lease, why: &PassOver) {
         let id = record.id.clone();
         // From here a cancel goes through the store, where putting the
-        // job back finds it; one that came to the slot meanwhile
-        // (answered `stopping`) is recorded there too, so the job ends
-        // `cancelled`, not queued.
+        // job back finds it.
         self.slots.release(&id);
         // Given up before the job is queued again, so that the server
         // that claims it next finds no lease file; its claim renewed
@@ -940,20 +941,6 @@ impl Queue {
             tracing::warn!("serve: job {id}: cannot renew its claim: {e}");
         }
         release_lease(&id, &lease);
-        // `Queue::cancel` recorded who asked before it signalled the slot
-        // (the first request is kept); this is for a signal without one,
-        // the drain's.
-        let mut cancelled = cancelled;
-        if cancelled.try_recv().is_ok() {
-            let by = format!("{} (its server's drain)", me.name);
-            if let Err(err) = self
-                .store
-                .request_cancel(&id, &by, OffsetDateTime::now_utc())
-                .await
-            {
-                tracing::warn!("serve: job {id}: cannot record its cancel: {err}");
-            }
-        }
         self.pass_over(record, why).await;
     }
 
@@ -1419,11 +1406,10 @@ impl Queue {
     /// and that pass ends the job.
     async fn settle_if_dead(&self, id: &str, owner: Owner) -> Cancel {
         let liveness = &self.runner.config().liveness;
-        let reclaimed = {
-            let mut sightings = self.sightings.lock().await;
-            let now = (OffsetDateTime::now_utc(), tokio::time::Instant::now());
-            crate::reaper::reclaim_cancelled(&*self.store, liveness, id, &mut sightings, now).await
-        };
+        let now = (OffsetDateTime::now_utc(), tokio::time::Instant::now());
+        let reclaimed =
+            crate::reaper::reclaim_cancelled(&*self.store, liveness, id, &self.sightings, now)
+                .await;
         match reclaimed {
             Ok(Some(from)) => match self.store.job(id).await {
                 Ok(Some(record)) => {
@@ -1490,10 +1476,8 @@ impl Queue {
             self.mark_able().await;
             // Other hosts' heartbeats, aged on this process's monotonic
             // clock.
-            let (mut reclaimed, errors) = {
-                let mut sightings = self.sightings.lock().await;
-                crate::reaper::reclaim_others(&*self.store, &liveness, Some(&mut sightings)).await
-            };
+            let (mut reclaimed, errors) =
+                crate::reaper::reclaim_others(&*self.store, &liveness, Some(&self.sightings)).await;
             for e in errors {
                 tracing::warn!("serve: reclaim: {e}");
             }

@@ -37,6 +37,7 @@ async fn one_call(
         linger: std::time::Duration::ZERO,
         reaps: None,
         settle_fails: AtomicUsize::new(fails),
+        hold: None,
     });
     let runner = host.runner_with(store, rung);
     let (result, _) = run(&runner, &host.spec()).await;

@@ -176,6 +176,80 @@ async fn a_reaper_pass_while_a_claimed_job_is_passed_over_leaves_it_queued() {
     assert_eq!(host.left(), Vec::<String>::new());
 }
 
+/// A server that drains while it holds a job it passes over (claimed,
+/// its stored spec read again for 800 ms, then refused: this server may
+/// not run `process`-rung jobs) puts it back in the queue, passed over,
+/// and another server on the store then runs it. Before, the drain's
+/// cancel reached the job's slot and `give_back` recorded it as a cancel
+/// "(its server's drain)": the job ended `cancelled while queued`, one
+/// another server could run.
+#[tokio::test]
+async fn a_drain_puts_a_job_it_passes_over_back_for_another_server() {
+    let host = Host::new().await;
+    let ttl = host.liveness().ttl;
+    let (a, _) = queue_with(
+        &host,
+        ReapStep::InsertOwned,
+        ttl,
+        false,
+        Duration::from_millis(800),
+    );
+    let spec = host.spec();
+    let refused = PassOver::from(a.submissions.check(&spec, None).unwrap_err());
+    let id = host.enqueue(&a.runner, &spec).await.id;
+    let scheduler = tokio::spawn(Arc::clone(&a).run());
+    // Claimed by A: its stored spec is being read again.
+    let mut claimed = false;
+    for _ in 0..600 {
+        if host.store.job(&id).await.unwrap().unwrap().status == JobStatus::Running {
+            claimed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(claimed, "server A never claimed job {id}");
+    a.drain(Duration::ZERO).await;
+    scheduler.await.unwrap();
+    let mut record = None;
+    for _ in 0..600 {
+        let now = host.store.job(&id).await.unwrap().unwrap();
+        if now.status != JobStatus::Running {
+            record = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let record = record.unwrap();
+    let owner = host.liveness().owner;
+    let asked = host.store.cancel_requested(&id).await.unwrap();
+    assert_eq!(
+        (record.status, record.reason, asked),
+        (
+            JobStatus::Queued,
+            Some(passed_over_reason(&id, &owner, &refused)),
+            None
+        )
+    );
+
+    // Server B, on the same store, may run it: it does.
+    let (b, _) = queue_with(&host, ReapStep::InsertOwned, ttl, true, Duration::ZERO);
+    let scheduler = tokio::spawn(Arc::clone(&b).run());
+    let mut record = None;
+    for _ in 0..600 {
+        let now = host.store.job(&id).await.unwrap().unwrap();
+        if !matches!(now.status, JobStatus::Queued | JobStatus::Running) {
+            record = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let record = record.unwrap();
+    assert_eq!((record.status, record.reason), (JobStatus::Done, None));
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
 /// A claim that meets its job's lease held by another process for a
 /// moment (a reaper pass that listed the job before the claim, with an
 /// old claim and no lease file, takes its lease to look at it again and
