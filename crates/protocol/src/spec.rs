@@ -810,6 +810,33 @@ enum Plain {
     Dots,
 }
 
+/// The spec's text fields that are one line of plain text, by field name,
+/// each borrowed (`one_line_names!(spec)`) or borrowed to change
+/// (`one_line_names!(spec, mut)`): the ticket's title, type and project,
+/// the model, the pull request's labels and the ticket's comments'
+/// authors. One list for the check of a new spec
+/// (`JobSpec::one_line_names`) and the mending of a stored one
+/// (`JobSpec::mend_one_line_names`), so that a field added to one is in
+/// the other.
+macro_rules! one_line_names {
+    ($spec:expr $(, $m:ident)?) => {{
+        let spec = & $($m)? *$spec;
+        let mut names: Vec<(String, & $($m)? String)> = vec![
+            ("ticket.title".to_string(), & $($m)? spec.ticket.title),
+            ("ticket.type".to_string(), & $($m)? spec.ticket.kind),
+            ("ticket.project".to_string(), & $($m)? spec.ticket.project),
+            ("engine.model".to_string(), & $($m)? spec.engine.model),
+        ];
+        for (i, label) in (& $($m)? spec.results.labels).into_iter().enumerate() {
+            names.push((format!("results.labels[{i}]"), label));
+        }
+        for (i, c) in (& $($m)? spec.ticket.comments).into_iter().enumerate() {
+            names.push((format!("ticket.comments[{i}].author"), & $($m)? c.author));
+        }
+        names
+    }};
+}
+
 impl JobSpec {
     /// Reads, parses and validates a spec file; relative paths in it are
     /// resolved against the file's directory.
@@ -1418,43 +1445,24 @@ impl JobSpec {
     }
 
     /// The spec's text fields that are one line of plain text (no control
-    /// or bidirectional character, `crate::plain_text`), by field name:
-    /// the ticket's title, type and project, the model, the pull request's
-    /// labels and the ticket's comments' authors.
+    /// or bidirectional character, `crate::plain_text`), by field name
+    /// ([`one_line_names!`], the one list).
     fn one_line_names(&self) -> Vec<(String, &str)> {
-        let mut names = vec![
-            ("ticket.title".to_string(), self.ticket.title.as_str()),
-            ("ticket.type".to_string(), self.ticket.kind.as_str()),
-            ("ticket.project".to_string(), self.ticket.project.as_str()),
-            ("engine.model".to_string(), self.engine.model.as_str()),
-        ];
-        for (i, label) in self.results.labels.iter().enumerate() {
-            names.push((format!("results.labels[{i}]"), label.as_str()));
-        }
-        for (i, c) in self.ticket.comments.iter().enumerate() {
-            names.push((format!("ticket.comments[{i}].author"), c.author.as_str()));
-        }
-        names
+        one_line_names!(self)
+            .into_iter()
+            .map(|(field, value)| (field, value.as_str()))
+            .collect()
     }
 
-    /// [`JobSpec::one_line_names`] made plain, each with its control and
-    /// bidirectional characters left out (a stored spec admitted before
-    /// they had to be).
+    /// [`JobSpec::one_line_names`] made plain, each with the characters
+    /// plain text refuses left out (a stored spec admitted before they
+    /// had to be).
     fn mend_one_line_names(&mut self) {
-        let plain = |s: &mut String| {
-            if let std::borrow::Cow::Owned(p) = crate::plain_text::line(s) {
-                *s = p;
+        for (_, value) in one_line_names!(self, mut) {
+            if let std::borrow::Cow::Owned(p) = crate::plain_text::line(value) {
+                *value = p;
             }
-        };
-        plain(&mut self.ticket.title);
-        plain(&mut self.ticket.kind);
-        plain(&mut self.ticket.project);
-        plain(&mut self.engine.model);
-        self.results.labels.iter_mut().for_each(plain);
-        self.ticket
-            .comments
-            .iter_mut()
-            .for_each(|c| plain(&mut c.author));
+        }
     }
 
     /// No URL of the spec carries a credential: it would be stored with

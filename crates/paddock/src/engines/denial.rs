@@ -33,7 +33,7 @@ pub fn rule_in(text: &str) -> Option<String> {
 /// job can write: the engine runs inside the job, and the hook runs there
 /// too, so a `policy` event of a denial is the job side's report, never
 /// anything Paddock saw happen, and each says whose report it is
-/// ([`reported`]). Only what the host itself decides or observes (its
+/// ([`ReportedIn::policy_event`]). Only what the host itself decides or observes (its
 /// broker's refusals, its egress proxy's, its clock and limits, the
 /// backstop stopping a job) is worded as the host's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,17 +74,19 @@ pub const REPORTED_IN_OUTPUT: &str = "the engine's output, which the job could w
 /// the hook appends to it from inside the job, so the job can too.
 pub const REPORTED_IN_RECORD: &str = "the hook's record file, which the job could write, reports:";
 
-/// `event`, a `policy` event of a refusal read `from`, saying whose
-/// report it is ([`ReportedIn::words`]) before its message: first, so
-/// that a list that cuts a long message (the closeout's, a terminal's
-/// line) still shows it, whatever length of command the job wrote.
-pub fn reported(event: EventBody, from: ReportedIn) -> EventBody {
-    match event {
-        EventBody::Policy { rule, message } => EventBody::Policy {
+impl ReportedIn {
+    /// The `policy` event of a refusal read here: `message`, the
+    /// refusal as read, after whose report it is ([`ReportedIn::words`]),
+    /// first, so that a list that cuts a long message (the closeout's, a
+    /// terminal's line) still shows it, whatever length of command the
+    /// job wrote. The one way a refusal becomes an event
+    /// ([`EngineDenial::refusal_event`], `JobPolicy::denial_event`), so
+    /// that none can be worded as the host's.
+    pub fn policy_event(self, rule: String, message: &str) -> EventBody {
+        EventBody::Policy {
             rule,
-            message: format!("{} {message}", from.words()),
-        },
-        other => other,
+            message: format!("{} {message}", self.words()),
+        }
     }
 }
 
@@ -141,15 +143,16 @@ pub enum DeniedBy {
 }
 
 impl EngineDenial {
-    /// The `policy` event of a refusal the engine made on its own (`None`
-    /// for a profile denial: `policy` reports those).
-    pub fn refusal_event(&self, engine: EngineKind) -> Option<EventBody> {
+    /// The `policy` event of a refusal the engine made on its own, read
+    /// `from` where the job could write it (`None` for a profile denial:
+    /// `policy` reports those).
+    pub fn refusal_event(&self, engine: EngineKind, from: ReportedIn) -> Option<EventBody> {
         match &self.by {
             DeniedBy::Profile { .. } => None,
-            DeniedBy::Engine { reason } => Some(EventBody::Policy {
-                rule: engine.as_str().to_string(),
-                message: format!("{engine} refused `{}` on its own: {reason}", self.command),
-            }),
+            DeniedBy::Engine { reason } => Some(from.policy_event(
+                engine.as_str().to_string(),
+                &format!("{engine} refused `{}` on its own: {reason}", self.command),
+            )),
         }
     }
 }
@@ -167,6 +170,9 @@ mod tests {
         assert_eq!(rule_in("no rule here"), None);
     }
 
+    /// An engine's own refusal is an event, saying whose report it is
+    /// and read from where (the engine's session files, which the job
+    /// could write); a profile's denial is not one here.
     #[test]
     fn only_the_engines_own_refusals_are_events_here() {
         let own = EngineDenial {
@@ -177,19 +183,22 @@ mod tests {
             },
         };
         assert_eq!(
-            own.refusal_event(EngineKind::Codex),
+            own.refusal_event(EngineKind::Codex, ReportedIn::Files),
             Some(EventBody::Policy {
                 rule: "codex".into(),
-                message:
-                    "codex refused `rm -f a` on its own: rm -f style commands are not permitted"
-                        .into(),
+                message: "the engine's session files, which the job could write, report: codex \
+                          refused `rm -f a` on its own: rm -f style commands are not permitted"
+                    .into(),
             })
         );
         let profile = EngineDenial {
             by: DeniedBy::Profile { rule: None },
             ..own
         };
-        assert_eq!(profile.refusal_event(EngineKind::Codex), None);
+        assert_eq!(
+            profile.refusal_event(EngineKind::Codex, ReportedIn::Output),
+            None
+        );
     }
 
     /// A refusal read from the engine's files, its output or the hook's
@@ -197,47 +206,28 @@ mod tests {
     #[test]
     fn a_refusal_says_whose_report_it_is() {
         assert_eq!(
-            reported(
-                EventBody::Policy {
-                    rule: "codex".into(),
-                    message: "codex refused `rm -f a` on its own: no".into(),
-                },
-                ReportedIn::Files
-            ),
-            EventBody::Policy {
-                rule: "codex".into(),
-                message: "the engine's session files, which the job could write, report: codex \
-                          refused `rm -f a` on its own: no"
-                    .into(),
-            }
-        );
-        let denied = || EventBody::Policy {
-            rule: "curl".into(),
-            message: "denied `curl x` (host profile `p`, deny_commands)".into(),
-        };
-        assert_eq!(
-            [ReportedIn::Output, ReportedIn::Record].map(|from| reported(denied(), from)),
+            [ReportedIn::Files, ReportedIn::Output, ReportedIn::Record]
+                .map(|from| from.policy_event("curl".into(), "denied `curl x`")),
             [
                 EventBody::Policy {
                     rule: "curl".into(),
+                    message: "the engine's session files, which the job could write, report: \
+                              denied `curl x`"
+                        .into(),
+                },
+                EventBody::Policy {
+                    rule: "curl".into(),
                     message: "the engine's output, which the job could write, reports: denied \
-                              `curl x` (host profile `p`, deny_commands)"
+                              `curl x`"
                         .into(),
                 },
                 EventBody::Policy {
                     rule: "curl".into(),
                     message: "the hook's record file, which the job could write, reports: denied \
-                              `curl x` (host profile `p`, deny_commands)"
+                              `curl x`"
                         .into(),
                 },
             ]
         );
-        // Any other event is as it was.
-        let error = || EventBody::Error {
-            message: "x".into(),
-            source: Some("codex".into()),
-            fatal: false,
-        };
-        assert_eq!(reported(error(), ReportedIn::Output), error());
     }
 }

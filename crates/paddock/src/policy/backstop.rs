@@ -30,7 +30,7 @@ use paddock_protocol::{EngineKind, EventBody, HostProfile};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::task::JoinSet;
 
-use crate::engines::denial::{rule_in, JUSTIFICATION_MARK};
+use crate::engines::denial::{rule_in, ReportedIn, JUSTIFICATION_MARK};
 
 /// The most shell calls waiting for their results: a call past it is
 /// judged at once, as if it ran (it cannot be followed to its result).
@@ -297,11 +297,18 @@ fn ran(engine: EngineKind, exit_code: Option<i64>, is_error: bool, output: &str)
 
 impl Violation {
     /// Why the job failed, naming the command, the rule and the profile.
+    /// The stop is the host's; that the command ran is what the engine's
+    /// output reports (the job can print any tool call there, and a
+    /// forged one only fails the job), so the reason says whose report it
+    /// is, as a refusal read there does ([`ReportedIn::Output`]), before
+    /// the command the job wrote.
     pub fn reason(&self, profile_id: &str) -> String {
         format!(
-            "the engine ran `{}`, which host profile `{profile_id}` denies (`{}`, deny_commands), \
-             without the hook judging it: the hook failed open, so the job was stopped",
-            self.command, self.rule
+            "the job was stopped: {} the engine ran `{}`, which host profile `{profile_id}` \
+             denies (`{}`, deny_commands), without the hook judging it (the hook failed open)",
+            ReportedIn::Output.words(),
+            self.command,
+            self.rule
         )
     }
 
@@ -508,9 +515,10 @@ mod tests {
             v.event("box"),
             EventBody::Policy {
                 rule: "make all".into(),
-                message: "the engine ran `bash -lc 'make all'`, which host profile `box` denies \
-                          (`make all`, deny_commands), without the hook judging it: the hook \
-                          failed open, so the job was stopped"
+                message: "the job was stopped: the engine's output, which the job could write, \
+                          reports: the engine ran `bash -lc 'make all'`, which host profile `box` \
+                          denies (`make all`, deny_commands), without the hook judging it (the \
+                          hook failed open)"
                     .into(),
             }
         );

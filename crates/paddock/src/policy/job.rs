@@ -12,7 +12,7 @@ use super::backstop::Backstop;
 use super::denials::{self, DenialRecord, RecordTail};
 use super::matcher::Matcher;
 use super::profile::{resolve, ProfileSource, ResolveError};
-use crate::engines::denial::EngineDenial;
+use crate::engines::denial::{EngineDenial, ReportedIn};
 use crate::engines::EnginePolicy;
 use crate::store::Store;
 
@@ -202,15 +202,18 @@ impl JobPolicy {
         (hooks, tail.unseen(records))
     }
 
-    /// The `policy` event for one denial.
-    pub fn denial_event(&self, record: &DenialRecord) -> EventBody {
-        EventBody::Policy {
-            rule: record.rule.clone(),
-            message: format!(
+    /// The `policy` event for one denial, read `from` where the job could
+    /// write it (the hook's record, the engine's output or files): it
+    /// says whose report it is ([`ReportedIn::policy_event`]), never
+    /// worded as what the host saw.
+    pub fn denial_event(&self, record: &DenialRecord, from: ReportedIn) -> EventBody {
+        from.policy_event(
+            record.rule.clone(),
+            &format!(
                 "denied `{}` (host profile `{}`, deny_commands)",
                 record.command, self.profile.id
             ),
-        }
+        )
     }
 }
 
@@ -219,11 +222,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn hook_command_fails_closed() {
+    fn policy() -> JobPolicy {
         let profile =
             HostProfile::from_json(r#"{"id":"box","deny_commands":["make all"]}"#, "t").unwrap();
-        let policy = JobPolicy {
+        JobPolicy {
             matcher: Matcher::new(&profile.deny_commands),
             profile,
             source: ProfileSource::Preset,
@@ -234,7 +236,39 @@ mod tests {
                 max_records: 100_000,
                 degraded: vec![],
             },
+        }
+    }
+
+    /// A denial's event says whose report it is, from where it was read
+    /// (the caller must say: the type has no other way), before the
+    /// command the job wrote; never as what the host saw.
+    #[test]
+    fn a_denial_event_says_whose_report_it_is() {
+        let record = DenialRecord {
+            rule: "make all".into(),
+            command: "make all `host said ok`".into(),
+            call_id: None,
         };
+        assert_eq!(
+            [ReportedIn::Record, ReportedIn::Output, ReportedIn::Files]
+                .map(|from| policy().denial_event(&record, from)),
+            [
+                "the hook's record file, which the job could write, reports:",
+                "the engine's output, which the job could write, reports:",
+                "the engine's session files, which the job could write, report:",
+            ]
+            .map(|words| EventBody::Policy {
+                rule: "make all".into(),
+                message: format!(
+                    "{words} denied `make all `host said ok`` (host profile `box`, deny_commands)"
+                ),
+            })
+        );
+    }
+
+    #[test]
+    fn hook_command_fails_closed() {
+        let policy = policy();
         let meta = tempfile::tempdir().unwrap();
         let got = policy
             .engine_policy(

@@ -74,13 +74,13 @@ pub(super) async fn outcome(
     };
     // Each read from files the job could write: the engine's report, and
     // its event says so (`denial::ReportedIn`).
-    use crate::engines::denial::{reported, ReportedIn};
+    use crate::engines::denial::ReportedIn;
     for event in found
         .denials
         .iter()
-        .filter_map(|d| d.refusal_event(adapter.kind()))
+        .filter_map(|d| d.refusal_event(adapter.kind(), ReportedIn::Files))
     {
-        em.emit_job(reported(event, ReportedIn::Files)).await?;
+        em.emit_job(event).await?;
     }
     if found.more > 0 {
         em.error(
@@ -98,11 +98,11 @@ pub(super) async fn outcome(
     if let (Some(p), Some(tail)) = (&job.policy, torn.denials.as_mut()) {
         let (hooks, in_files) = p.new_denials(tail, found.denials);
         for denial in &hooks {
-            em.emit_job(reported(p.denial_event(denial), ReportedIn::Record))
+            em.emit_job(p.denial_event(denial, ReportedIn::Record))
                 .await?;
         }
         for denial in &in_files {
-            em.emit_job(reported(p.denial_event(denial), ReportedIn::Files))
+            em.emit_job(p.denial_event(denial, ReportedIn::Files))
                 .await?;
         }
     }

@@ -302,10 +302,10 @@ async fn on_line(
     };
     // Every refusal here is the job side's report (the engine's output,
     // the hook's record file), and its event says whose.
-    use crate::engines::denial::{reported, ReportedIn};
+    use crate::engines::denial::ReportedIn;
     let found = adapter.stream_denials(&line);
     for denial in &found {
-        let Some(event) = denial.refusal_event(adapter.kind()) else {
+        let Some(event) = denial.refusal_event(adapter.kind(), ReportedIn::Output) else {
             continue;
         };
         let key = denial
@@ -313,17 +313,17 @@ async fn on_line(
             .clone()
             .unwrap_or_else(|| denial.command.clone());
         if refused.insert(key) {
-            em.emit_job(reported(event, ReportedIn::Output)).await?;
+            em.emit_job(event).await?;
         }
     }
     if let (Some(p), Some(tail)) = (&job.policy, run.denials.as_mut()) {
         let (hooks, in_output) = p.new_denials(tail, found);
         for denial in &hooks {
-            em.emit_job(reported(p.denial_event(denial), ReportedIn::Record))
+            em.emit_job(p.denial_event(denial, ReportedIn::Record))
                 .await?;
         }
         for denial in &in_output {
-            em.emit_job(reported(p.denial_event(denial), ReportedIn::Output))
+            em.emit_job(p.denial_event(denial, ReportedIn::Output))
                 .await?;
         }
     }

@@ -372,9 +372,9 @@ async fn a_command_the_hook_let_through_fails_the_job(engine: &str) {
             _ => tried.clone(),
         };
         let ran = format!(
-            "the engine ran `{reported}`, which host profile `test-deny` denies (`{rule}`, \
-             deny_commands), without the hook judging it: the hook failed open, so the job was \
-             stopped"
+            "the job was stopped: the engine's output, which the job could write, reports: \
+             the engine ran `{reported}`, which host profile `test-deny` denies (`{rule}`, \
+             deny_commands), without the hook judging it (the hook failed open)"
         );
         let want = if rewrite {
             (
@@ -446,9 +446,9 @@ async fn a_command_printing_the_refusal_still_fails_the_job(engine: &str) {
         &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
     );
     let ran = format!(
-        "the engine ran `{forged}`, which host profile `test-deny` denies (`{rule}`, \
-         deny_commands), without the hook judging it: the hook failed open, so the job was \
-         stopped"
+        "the job was stopped: the engine's output, which the job could write, reports: \
+         the engine ran `{forged}`, which host profile `test-deny` denies (`{rule}`, \
+         deny_commands), without the hook judging it (the hook failed open)"
     );
     assert_eq!(
         (
@@ -561,9 +561,9 @@ async fn a_command_the_judge_cannot_take_fails_the_job(engine: &str) {
         _ => nested.clone(),
     };
     let ran = format!(
-        "the engine ran `{reported}`, which host profile `test-deny` denies (`deny_commands`, \
-         deny_commands), without the hook judging it: the hook failed open, so the job was \
-         stopped"
+        "the job was stopped: the engine's output, which the job could write, reports: \
+         the engine ran `{reported}`, which host profile `test-deny` denies (`deny_commands`, \
+         deny_commands), without the hook judging it (the hook failed open)"
     );
     assert_eq!(
         (rec.status, rec.reason.clone(), policy),

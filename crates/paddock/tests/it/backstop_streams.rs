@@ -148,9 +148,9 @@ async fn a_denied_command_hidden_in_the_stream_still_fails_the_job() {
                     .filter(|b| matches!(b, EventBody::Policy { .. }))
                     .collect();
                 let ran = format!(
-                    "the engine ran `{denied}`, which host profile `deny-t` denies (`{denied}`, \
-                     deny_commands), without the hook judging it: the hook failed open, so the \
-                     job was stopped"
+                    "the job was stopped: the engine's output, which the job could write, reports: \
+                     the engine ran `{denied}`, which host profile `deny-t` denies (`{denied}`, \
+                     deny_commands), without the hook judging it (the hook failed open)"
                 );
                 let want = if denies {
                     (
@@ -274,9 +274,9 @@ async fn a_judge_that_cannot_start_fails_the_job() {
         &home.path().join("repo"),
         &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
     );
-    let ran = "the engine ran `echo allowed`, which host profile `deny-t` denies \
-               (`deny_commands`, deny_commands), without the hook judging it: the hook failed \
-               open, so the job was stopped";
+    let ran = "the job was stopped: the engine's output, which the job could write, reports: \
+               the engine ran `echo allowed`, which host profile `deny-t` denies \
+               (`deny_commands`, deny_commands), without the hook judging it (the hook failed open)";
     assert_eq!(
         (rec.status, rec.reason.clone(), branches.trim().to_string()),
         (JobStatus::Failed, Some(ran.to_string()), String::new()),

@@ -105,6 +105,7 @@ fn denial_text(text: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engines::denial::ReportedIn;
 
     #[test]
     fn denials_from_tool_results_and_the_result_event() {
@@ -145,14 +146,14 @@ mod tests {
         // without a profile; the profile's are not (policy reports them).
         let found = in_line(result);
         assert_eq!(
-            found[0].refusal_event(paddock_protocol::EngineKind::Claude),
+            found[0].refusal_event(paddock_protocol::EngineKind::Claude, ReportedIn::Output),
             None
         );
         assert_eq!(
-            found[2].refusal_event(paddock_protocol::EngineKind::Claude),
+            found[2].refusal_event(paddock_protocol::EngineKind::Claude, ReportedIn::Output),
             Some(paddock_protocol::EventBody::Policy {
                 rule: "claude".into(),
-                message: "claude refused `WebFetch {\"url\":\"http://x\"}` on its own: its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into(),
+                message: "the engine's output, which the job could write, reports: claude refused `WebFetch {\"url\":\"http://x\"}` on its own: its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into(),
             })
         );
         assert_eq!(in_line("not json"), vec![]);
