@@ -41,6 +41,18 @@ pub fn cancelled_queued(by: &str) -> String {
     format!("{CANCELLED_QUEUED}, {}", asked_by(by))
 }
 
+/// Who asked a cancel through the store and when (`asked`,
+/// `Store::cancel_requested`): `asked by … at <RFC 3339>`, as every
+/// reason of a job ended on such a request says it ([`with_asker`],
+/// `reaper::cancelled_reason`).
+pub fn asked_at(asked: &crate::store::CancelRequest) -> String {
+    format!(
+        "{} at {}",
+        asked_by(&asked.by),
+        crate::time_text::rfc3339(asked.at)
+    )
+}
+
 /// A cancelled job's `reason` (its own wording: `cancelled`, or a setup
 /// command's) with who asked, when the cancel was asked through the store
 /// (`asked`: `Store::cancel_requested`): `…, asked by … at <RFC 3339>`.
@@ -54,11 +66,7 @@ pub fn with_asker(
     let Some(asked) = asked else {
         return reason;
     };
-    let at = asked
-        .at
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| asked.at.to_string());
-    let asker = format!("{} at {at}", asked_by(&asked.by));
+    let asker = asked_at(asked);
     Some(match reason {
         Some(reason) => format!("{reason}, {asker}"),
         None => format!("cancelled, {asker}"),

@@ -53,5 +53,6 @@ pub mod store;
 pub mod supervise;
 pub mod telemetry;
 pub mod terminal_text;
+pub mod time_text;
 pub mod usage;
 pub mod workspace;

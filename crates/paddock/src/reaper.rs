@@ -101,6 +101,7 @@ use crate::leftovers;
 use crate::paths::Paths;
 use crate::rung::{self, Reap, Rung};
 use crate::store::{CancelRequest, NextAttempt, Owner, Reclaim, RunningJob, Store, StoreError};
+use crate::time_text::rfc3339;
 pub use crate::workspace::lease::Lease;
 use crate::workspace::lease::{KEPT, LEASES};
 use crate::workspace::Workspace;
@@ -717,15 +718,16 @@ pub async fn reclaim_others(
 /// when, and that its host was found dead; never queued again), by the
 /// same compare-and-set on its owner, that very heartbeat and the request
 /// (`Store::reclaim_job`), so an owner that renewed meanwhile keeps the
-/// job and stops it itself. The owner it was reclaimed from; `None` when
-/// it is not another host's running job or its owner is not found dead.
+/// job and stops it itself. The owner it was reclaimed from and the rule
+/// that found it dead; `None` when it is not another host's running job
+/// or its owner is not found dead.
 pub async fn reclaim_cancelled(
     store: &dyn Store,
     liveness: &Liveness,
     id: &str,
     watched: &Sightings,
     (wall, mono): (OffsetDateTime, tokio::time::Instant),
-) -> Result<Option<Owner>, StoreError> {
+) -> Result<Option<(Owner, DeadBy)>, StoreError> {
     let running = store.running_jobs().await?;
     let Some(job) = running
         .iter()
@@ -739,11 +741,47 @@ pub async fn reclaim_cancelled(
     let seen = watched.seen_for(id, *beat, mono);
     let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
     let dated = wall - *beat > ttl;
-    if seen <= liveness.ttl && !(dated && seen > missed_renewals(liveness)) {
+    let by = if seen > liveness.ttl {
+        DeadBy::SeenUnchanged
+    } else if dated && seen > missed_renewals(liveness) {
+        DeadBy::MissedRenewals
+    } else {
         return Ok(None);
-    }
+    };
     let reclaimed = reclaim_job(store, liveness, (id, job.queued), (owner, *beat), wall).await?;
-    Ok(reclaimed.map(|_| owner.clone()))
+    Ok(reclaimed.map(|_| (owner.clone(), by)))
+}
+
+/// The rule by which a cancel found another host's job's owner dead
+/// ([`reclaim_cancelled`]): what the server's log line says of it.
+/// Before, that line said the heartbeat was older than the TTL whichever
+/// rule fired, also of one dated ahead of this host's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadBy {
+    /// Its heartbeat was seen unchanged for more than the TTL on this
+    /// server's monotonic clock, whatever its date.
+    SeenUnchanged,
+    /// Its heartbeat was dated more than the TTL before this host's wall
+    /// clock, and seen unchanged for more than [`MISSED_RENEWALS`]
+    /// heartbeat intervals ([`missed_renewals`]).
+    MissedRenewals,
+}
+
+impl DeadBy {
+    /// The rule, in words, with `liveness`'s TTL and intervals.
+    pub fn describe(self, liveness: &Liveness) -> String {
+        let ttl = liveness.ttl.as_secs_f64();
+        match self {
+            Self::SeenUnchanged => {
+                format!("its heartbeat seen unchanged by this server for more than {ttl} s")
+            }
+            Self::MissedRenewals => format!(
+                "its heartbeat dated more than {ttl} s ago and seen unchanged by this server for \
+                 more than {} s ({MISSED_RENEWALS} renewals missed)",
+                missed_renewals(liveness).as_secs_f64()
+            ),
+        }
+    }
 }
 
 /// How many of its owner's renewals a heartbeat dated older than the TTL
@@ -904,14 +942,15 @@ pub fn reclaimed_reason(
 }
 
 /// Why a dead job that a cancel was asked of is `cancelled`: who asked
-/// and when, then why it was found dead (`dead`, [`reclaimed_reason`] or
-/// [`REASON`]).
+/// and when, in the words of a job its owner stopped on the request
+/// (`cancel::asked_at`: `cancelled, asked by … at …`), then why it was
+/// found dead (`dead`, [`reclaimed_reason`] or [`REASON`]). Before, it
+/// said `cancelled: … asked to cancel it at …`, the asker worded two
+/// ways for one cancel.
 pub fn cancelled_reason(asked: &CancelRequest, dead: &str) -> String {
     format!(
-        "cancelled: {} asked to cancel it at {}, and it was found dead before it stopped: \
-         {dead}",
-        asked.by,
-        rfc3339(asked.at)
+        "cancelled, {}, and it was found dead before it stopped: {dead}",
+        crate::cancel::asked_at(asked)
     )
 }
 
@@ -976,12 +1015,6 @@ async fn next_attempt_of(
         }
         Err(e) => (None, format!("; not queued again: {e}")),
     }
-}
-
-/// `at` as RFC 3339 text.
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| at.to_string())
 }
 
 /// How often a reclaim is tried again when a cancel was recorded between
@@ -2291,7 +2324,8 @@ mod tests {
     /// `MISSED_RENEWALS` intervals; seen unchanged for longer while its
     /// date is older than the TTL: reclaimed `cancelled`; seen unchanged
     /// for the TTL, whatever its date (one dated ahead): reclaimed too.
-    /// Before, the date alone settled it, the live owner's job first.
+    /// Each settled one says by which rule (`DeadBy`). Before, the date
+    /// alone settled it, the live owner's job first.
     #[tokio::test]
     async fn a_cancel_settles_a_job_only_when_no_single_clock_says_its_owner_is_dead() {
         let there = Owner {
@@ -2309,34 +2343,34 @@ mod tests {
         // server first saw that beat): whether the cancel settles it.
         let cases = [
             // The wall clock jumped an hour ahead; the beat is new to it.
-            (real, real + time::Duration::hours(1), None, false),
+            (real, real + time::Duration::hours(1), None, None),
             // Seen unchanged, but for less than two renewals.
             (
                 real,
                 real + time::Duration::hours(1),
                 Some(missed - second),
-                false,
+                None,
             ),
             // Dated an hour ago, seen missing two renewals: dead.
             (
                 real,
                 real + time::Duration::hours(1),
                 Some(missed + second),
-                true,
+                Some(DeadBy::MissedRenewals),
             ),
             // Dated ahead of this clock, seen unchanged for the TTL: dead.
             (
                 real + time::Duration::hours(1),
                 real,
                 Some(liveness.ttl + second),
-                true,
+                Some(DeadBy::SeenUnchanged),
             ),
             // Dated ahead, seen unchanged for less than the TTL.
             (
                 real + time::Duration::hours(1),
                 real,
                 Some(liveness.ttl - second),
-                false,
+                None,
             ),
         ];
         let mut got = Vec::new();
@@ -2356,13 +2390,13 @@ mod tests {
                 .await
                 .unwrap();
             let status = store.job(&id).await.unwrap().unwrap().status;
-            got.push((settled.map(|o| o.name), status));
+            got.push((settled.map(|(o, by)| (o.name, by)), status));
         }
         let want: Vec<_> = cases
             .iter()
             .map(|c| match c.3 {
-                true => (Some("there".to_owned()), JobStatus::Cancelled),
-                false => (None, JobStatus::Running),
+                Some(by) => (Some(("there".to_owned(), by)), JobStatus::Cancelled),
+                None => (None, JobStatus::Running),
             })
             .collect();
         assert_eq!(got, want);

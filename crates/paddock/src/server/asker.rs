@@ -5,8 +5,9 @@
 //! text). A cancel recorded in the store for the process running the job
 //! (`Store::request_cancel`) keeps it as the request's `by`, which the
 //! reason of a job ended on that request after its owner died says
-//! (`reaper::cancelled_reason`: `cancelled: build-7 (API token 3f…,
-//! scope submit, name "ci") asked to cancel it at …`). Before, that reason
+//! (`reaper::cancelled_reason`: `cancelled, asked by build-7 (API token
+//! 3f…, scope submit, name "ci") at …, and it was found dead …`, worded
+//! by `cancel::asked_at` as every cancel's end is). Before, that reason
 //! named only the server's host, whoever of the API's callers asked.
 //! The same words end a queued job cancelled (`cancelled while queued,
 //! asked by …`, `cancel::cancelled_queued`) and a running one its owner

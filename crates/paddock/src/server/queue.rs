@@ -1411,14 +1411,14 @@ impl Queue {
             crate::reaper::reclaim_cancelled(&*self.store, liveness, id, &self.sightings, now)
                 .await;
         match reclaimed {
-            Ok(Some(from)) => match self.store.job(id).await {
+            Ok(Some((from, by))) => match self.store.job(id).await {
                 Ok(Some(record)) => {
                     tracing::warn!(
-                        "serve: job {id}: reclaimed from {} ({}), whose heartbeat was older than \
-                         {} s, on the cancel asked of it: {}",
+                        "serve: job {id}: reclaimed from {} ({}), {}, on the cancel asked of \
+                         it: {}",
                         from.name,
                         from.host,
-                        liveness.ttl.as_secs_f64(),
+                        by.describe(liveness),
                         record.reason.as_deref().unwrap_or_default()
                     );
                     self.completed(id).await;
@@ -1518,11 +1518,13 @@ impl Queue {
                     ""
                 };
                 match r.errors.as_slice() {
+                    // This pass reclaims only a heartbeat it saw unchanged
+                    // for the TTL (`reaper::reclaim_others` with its
+                    // sightings), whatever its date says.
                     [] => tracing::warn!(
-                        "serve: job {}: reclaimed from {from} (its heartbeat was older than {} \
-                         s){cancelled}{again}",
+                        "serve: job {}: reclaimed from {from} ({}){cancelled}{again}",
                         r.name,
-                        liveness.ttl.as_secs_f64()
+                        crate::reaper::DeadBy::SeenUnchanged.describe(&liveness)
                     ),
                     errors => tracing::warn!(
                         "serve: job {}: reclaim from {from}: {}",

@@ -172,7 +172,7 @@ async fn paddock_cancel_stops_a_run_from_another_terminal() {
     let cancel = home.paddock(&["cancel", "--json", "latest"], &[]).await;
     let asked = record(&cancel);
     let reason = asked.reason.clone().unwrap_or_default();
-    let head = format!("cancelled: {by} asked to cancel it at ");
+    let head = format!("cancelled, asked by {by} at ");
     assert_eq!(
         (
             cancel.status.code(),
