@@ -264,14 +264,22 @@ pub async fn exec(
         None => None,
     };
     // An allowed profile that does not resolve (a typo) refuses every
-    // spec naming it: said at start. Not an error: it may be saved later
+    // spec naming it: said at start, once for each id, however many
+    // times the flags and the file name it (before, one given both ways
+    // was warned about twice). Not an error: it may be saved later
     // (`paddock profile add`), as an allowed path may be mounted.
+    let mut allowed: Vec<&String> = Vec::new();
     for id in flags
         .allow_profiles
         .iter()
         .flatten()
         .chain(defaults.serve.allow_profiles.iter().flatten())
     {
+        if !allowed.contains(&id) {
+            allowed.push(id);
+        }
+    }
+    for id in allowed {
         if let Err(e) = paddock::policy::profile::resolve(id, &*store).await {
             errln!(
                 "paddock: warning: allowed profile (--allow-profile, [serve] allow_profiles): {}: \

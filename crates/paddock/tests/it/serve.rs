@@ -1431,8 +1431,9 @@ async fn sigterm_drains_cancelling_what_outlives_the_grace() {
 /// The config file's `host_profile` that resolves to nothing (every
 /// submission would be refused) stops `paddock serve` at start naming the
 /// key and the file, as `paddock run` names it, and so does its `profile`;
-/// an allowed profile that resolves to nothing is a warning at start.
-/// Before, the server started with the host profile unresolved and said
+/// an allowed profile that resolves to nothing is a warning at start,
+/// once however many times the flags and the file name it. Before, the
+/// server started with the host profile unresolved and said
 /// nothing of the allowed one, and the `profile` error named no file.
 #[tokio::test]
 async fn the_config_files_profiles_and_the_allowed_ones_are_checked_at_start() {
@@ -1459,6 +1460,10 @@ async fn the_config_files_profiles_and_the_allowed_ones_are_checked_at_start() {
         ))
     );
     home.write_config("");
+    let warned = format!(
+        "paddock: warning: allowed profile (--allow-profile, [serve] allow_profiles): \
+         {unknown}: a submitted spec naming it is refused until it resolves"
+    );
     let server = Server::start(&home, &["--allow-profile", "ci-box"]).await;
     assert_eq!(
         server
@@ -1466,11 +1471,24 @@ async fn the_config_files_profiles_and_the_allowed_ones_are_checked_at_start() {
             .lines()
             .filter(|l| !l.starts_with("paddock: serving on "))
             .collect::<Vec<_>>(),
-        vec![format!(
-            "paddock: warning: allowed profile (--allow-profile, [serve] allow_profiles): \
-             {unknown}: a submitted spec naming it is refused until it resolves"
-        )
-        .as_str()]
+        vec![warned.as_str()]
+    );
+    drop(server);
+    // Named by the file and twice by flags: warned about once (before,
+    // once for each time it was named).
+    home.write_config("[serve]\nallow_profiles = [\"ci-box\"]\n");
+    let server = Server::start(
+        &home,
+        &["--allow-profile", "ci-box", "--allow-profile", "ci-box"],
+    )
+    .await;
+    assert_eq!(
+        server
+            .stderr()
+            .lines()
+            .filter(|l| !l.starts_with("paddock: serving on "))
+            .collect::<Vec<_>>(),
+        vec![warned.as_str()]
     );
 }
 
