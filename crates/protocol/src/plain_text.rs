@@ -136,6 +136,23 @@ pub fn first_not_plain(s: &str) -> Option<String> {
     })
 }
 
+/// `s` with every character [`is_plain`] refuses shown as its escape
+/// (`\u{1b}`), the rest as it is: what an error quoting a hostile value
+/// says of it, which a terminal, a log and a JSON reader show as text.
+pub fn escaped(s: &str) -> Cow<'_, str> {
+    if s.chars().all(is_plain) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match is_plain(c) {
+            true => out.push(c),
+            false => out.extend(c.escape_unicode()),
+        }
+    }
+    Cow::Owned(out)
+}
+
 fn keep(s: &str, kept: impl Fn(char) -> bool) -> Cow<'_, str> {
     match s.chars().all(&kept) {
         true => Cow::Borrowed(s),

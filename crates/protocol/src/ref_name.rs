@@ -6,9 +6,14 @@
 //! forges a line, a bidirectional control that shows it reordered, `..`,
 //! a component `.hidden` or `x.lock`) is refused where the spec is read,
 //! naming the field and the rule, never echoing a control. The rules are
-//! git's `check-ref-format` (a branch: `--branch`, one level allowed); a
-//! revision keeps the characters its syntax uses (`~`, `^`, `:`, `@{`,
-//! and `@` alone) and is otherwise held to the same rules.
+//! git's `check-ref-format` (a branch: `--branch`, one level allowed, and
+//! not `HEAD`, which git refuses as a branch's name); a revision keeps
+//! the characters its syntax uses (`~`, `^`, `:`, `@{`, and `@` alone),
+//! takes any plain text as the regex of a `^{/REGEX}` (the youngest
+//! commit whose message matches, as `git rev-parse` reads it), and is
+//! otherwise held to the same rules. [`branch_refusal`] and
+//! [`revision_refusal`] give a spec's error whole: the one place its
+//! wording is made.
 
 /// Why `name` is no valid branch name, or `None`.
 pub fn branch_fault(name: &str) -> Option<String> {
@@ -18,7 +23,51 @@ pub fn branch_fault(name: &str) -> Option<String> {
 /// Why `rev` is no valid revision as a spec may name its base (a branch,
 /// a tag, a commit, a revision expression), or `None`.
 pub fn revision_fault(rev: &str) -> Option<String> {
+    if rev.is_empty() {
+        return Some("it is empty".into());
+    }
+    // By its code point, first: the regex is not echoed with it either.
+    if let Some(why) = crate::plain_text::first_not_plain(rev) {
+        return Some(why);
+    }
+    // `REV^{/REGEX}` then, perhaps, `~N`, `^N` or `^{commit}`: git
+    // matches REGEX against commit messages (any text, `.` and `*`
+    // too); what is before and after it is held to the rules.
+    if let Some((before, rest)) = rev.split_once("^{/") {
+        if let Some((_, after)) = rest.rsplit_once('}') {
+            return fault(before, true).or_else(|| match after {
+                "" => None,
+                after => fault(after, true),
+            });
+        }
+    }
     fault(rev, true)
+}
+
+/// The refusal of `name` as a branch, whole: "`x.lock` is not a valid git
+/// branch name: a component of it ends with `.lock`"; a name holding a
+/// character plain text refuses is not echoed ("is not a valid git branch
+/// name: U+001B at byte 2 is a control character").
+pub fn branch_refusal(name: &str) -> Option<String> {
+    let why = branch_fault(name)?;
+    Some(refusal(name, "a valid git branch name", &why))
+}
+
+/// The refusal of `rev` as a spec's base revision, whole, as
+/// [`branch_refusal`] words it; an empty one is told to be left out.
+pub fn revision_refusal(rev: &str) -> Option<String> {
+    if rev.is_empty() {
+        return Some("must not be empty (a branch, tag or commit; leave it out for HEAD)".into());
+    }
+    let why = revision_fault(rev)?;
+    Some(refusal(rev, "a valid git revision", &why))
+}
+
+fn refusal(name: &str, what: &str, why: &str) -> String {
+    match name.chars().all(crate::plain_text::is_plain) {
+        true => format!("`{name}` is not {what}: {why}"),
+        false => format!("is not {what}: {why}"),
+    }
 }
 
 fn fault(name: &str, revision: bool) -> Option<String> {
@@ -34,6 +83,9 @@ fn fault(name: &str, revision: bool) -> Option<String> {
     }
     if name.starts_with('-') {
         return Some("it starts with `-`".into());
+    }
+    if !revision && name == "HEAD" {
+        return Some("it is `HEAD`, which git reads as the current commit".into());
     }
     let refused: &[char] = if revision {
         &['?', '*', '[', '\\']
@@ -69,6 +121,7 @@ fn fault(name: &str, revision: bool) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// Git's rules, each by an example a branch breaks, and what a
@@ -101,6 +154,7 @@ mod tests {
             "a/.b",
             "a.lock/b",
             "caf\u{e9}",
+            "HEAD",
         ];
         let none = || None::<String>;
         let some = |s: &str| Some(s.to_string());
@@ -132,6 +186,7 @@ mod tests {
                 some("a component of it starts with `.`"),
                 some("a component of it ends with `.lock`"),
                 none(),
+                some("it is `HEAD`, which git reads as the current commit"),
             ]
         );
         assert_eq!(
@@ -153,6 +208,74 @@ mod tests {
                 some("U+007F at byte 1 is a control character"),
                 some("U+2066 at byte 1 is a bidirectional control"),
             ]
+        );
+    }
+
+    /// Each verdict is git's own: a branch name as `git check-ref-format
+    /// --branch` takes it (it refuses `HEAD`, which a spec took as
+    /// `results.base_branch`), a revision as `git rev-parse --verify`
+    /// resolves it in a repository where each names a commit (a
+    /// `^{/REGEX}` with `.`, `*`, `[`, `..` or a space in its regex,
+    /// which a spec refused). `@` as a branch is refused here though git
+    /// takes it, reading it as the current branch's name.
+    #[test]
+    fn the_verdicts_are_gits() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+                .arg(dir.path())
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        assert!(git(&["init", "-q", "-b", "main"]).status.success());
+        assert!(
+            git(&["commit", "-q", "--allow-empty", "-m", "fix.* bug [x] a..b"])
+                .status
+                .success()
+        );
+        assert!(git(&["tag", "v1.0"]).status.success());
+        let branches = [
+            "main",
+            "feature/x-1",
+            "HEAD",
+            "x/HEAD",
+            "-x",
+            "a..b",
+            "a~1",
+            "a@{1}",
+            "x.lock",
+            "ma in",
+        ];
+        assert_eq!(
+            branches.map(|b| branch_fault(b).is_none()),
+            branches.map(|b| git(&["check-ref-format", "--branch", b]).status.success()),
+            "{branches:?}"
+        );
+        let revisions = [
+            "main",
+            "HEAD~0",
+            "v1.0^{commit}",
+            "HEAD^{/fix.*}",
+            "HEAD^{/\\* bug}",
+            "HEAD^{/[x]}",
+            "HEAD^{/a..b}",
+            "main^{/fix.}~0",
+            "HEAD^{/fix}^{commit}",
+            "main..v1.0",
+            "-x",
+            "ma in",
+            "HEAD^{/fix}.",
+        ];
+        assert_eq!(
+            revisions.map(|r| revision_fault(r).is_none()),
+            revisions.map(
+                |r| git(&["rev-parse", "--verify", "-q", "--end-of-options", r])
+                    .status
+                    .success()
+            ),
+            "{revisions:?}"
         );
     }
 }

@@ -902,8 +902,8 @@ impl JobSpec {
             let (field, message) = crate::parse_error::toml(e, text);
             SpecError::Parse {
                 path: origin.to_path_buf(),
-                field,
-                message,
+                field: crate::plain_text::escaped(&field).into_owned(),
+                message: crate::plain_text::escaped(&message).into_owned(),
             }
         })?;
         spec.validate(origin)?;
@@ -946,8 +946,8 @@ impl JobSpec {
             let (field, message) = crate::parse_error::json(e);
             SpecError::Parse {
                 path: origin.to_path_buf(),
-                field,
-                message,
+                field: crate::plain_text::escaped(&field).into_owned(),
+                message: crate::plain_text::escaped(&message).into_owned(),
             }
         })
     }
@@ -1268,22 +1268,26 @@ impl JobSpec {
     }
 
     fn validate(&self, origin: &Path) -> Result<(), SpecError> {
-        let checks: [Check; 9] = [
+        let checks: [Check; 10] = [
             check_sizes,
             JobSpec::check_url_credentials,
             JobSpec::check_ticket,
             JobSpec::check_home_relative,
             JobSpec::check_repository,
+            JobSpec::check_refs,
             JobSpec::check_provider,
             JobSpec::check_engine_pair,
             JobSpec::check_budget_and_credentials,
             JobSpec::check_limits_and_policy,
         ];
         for check in checks {
+            // A reason may quote what the spec holds (a URL, a pattern,
+            // an id): each character plain text refuses in it is shown
+            // as its escape, whichever check quoted it.
             check(self).map_err(|(field, reason)| SpecError::Invalid {
                 path: origin.to_path_buf(),
-                field,
-                reason,
+                field: crate::plain_text::escaped(&field).into_owned(),
+                reason: crate::plain_text::escaped(&reason).into_owned(),
             })?;
         }
         Ok(())
@@ -1372,33 +1376,6 @@ impl JobSpec {
         if let Some(push) = &self.results.push {
             if let Err(reason) = push.credential() {
                 return Err(bad("results.push", reason));
-            }
-        }
-        if let Some(branch) = &self.results.base_branch {
-            // Git's rules for a branch's name, a control or bidirectional
-            // character named by its code point (the name not echoed).
-            if let Some(why) = crate::ref_name::branch_fault(branch) {
-                let shown = match branch.chars().all(crate::plain_text::is_plain) {
-                    true => format!("`{branch}` "),
-                    false => String::new(),
-                };
-                return Err(bad(
-                    "results.base_branch",
-                    format!("{shown}is not a valid git branch name: {why}"),
-                ));
-            }
-        }
-        let forge = self.results.github.is_some() || self.results.gitlab.is_some();
-        if let (true, None) = (forge, &self.results.base_branch) {
-            if let Some(what) = not_a_branch(&self.repository.base_ref) {
-                return Err(bad(
-                    "results.base_branch",
-                    format!(
-                        "`repository.base_ref` `{}` is {what}, which a pull request cannot \
-                         merge into: set `results.base_branch` to the branch it should",
-                        self.repository.base_ref
-                    ),
-                ));
             }
         }
         if let Some(url) = &self.results.webhook_url {
@@ -1540,42 +1517,40 @@ impl JobSpec {
             }
             _ => {}
         }
-        let base = &self.repository.base_ref;
-        if base.is_empty() {
-            // Said so, not as "`` is not a valid git revision".
-            return Err(bad(
-                "repository.base_ref",
-                "must not be empty (a branch, tag or commit; leave it out for HEAD)".into(),
-            ));
-        }
-        // A control or bidirectional character by its code point, never
-        // echoed; then git's own rules for a ref's name (a revision keeps
-        // `~`, `^`, `:` and `@{`).
-        if base.chars().any(|c| !crate::plain_text::is_plain(c)) {
-            let why = crate::ref_name::revision_fault(base).unwrap_or_default();
-            return Err(bad(
-                "repository.base_ref",
-                format!("is not a valid git revision: {why}"),
-            ));
-        }
-        if base.starts_with('-') || base.chars().any(|c| c.is_whitespace()) {
-            return Err(bad(
-                "repository.base_ref",
-                format!(
-                    "`{base}` is not a valid git revision (no white space, not starting with `-`)"
-                ),
-            ));
-        }
-        if let Some(why) = crate::ref_name::revision_fault(base) {
-            return Err(bad(
-                "repository.base_ref",
-                format!("`{base}` is not a valid git revision: {why}"),
-            ));
-        }
         if self.engine.model.trim().is_empty() {
             return Err(bad("engine.model", "must not be empty".into()));
         }
         self.check_file_urls()
+    }
+
+    /// `repository.base_ref` and `results.base_branch` by git's rules,
+    /// each refused with the message `ref_name` words (a character plain
+    /// text refuses named by its code point, the name not echoed); then,
+    /// with a forge and no `results.base_branch`, a `base_ref` that is
+    /// plainly no branch a pull request could merge into.
+    fn check_refs(&self) -> Result<(), (String, String)> {
+        let base = &self.repository.base_ref;
+        if let Some(why) = crate::ref_name::revision_refusal(base) {
+            return Err(bad("repository.base_ref", why));
+        }
+        if let Some(branch) = &self.results.base_branch {
+            if let Some(why) = crate::ref_name::branch_refusal(branch) {
+                return Err(bad("results.base_branch", why));
+            }
+        }
+        let forge = self.results.github.is_some() || self.results.gitlab.is_some();
+        if let (true, None) = (forge, &self.results.base_branch) {
+            if let Some(what) = not_a_branch(base) {
+                return Err(bad(
+                    "results.base_branch",
+                    format!(
+                        "`repository.base_ref` `{base}` is {what}, which a pull request cannot \
+                         merge into: set `results.base_branch` to the branch it should"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A `file://` URL is `file://` then an absolute path. Git reads
@@ -2607,6 +2582,39 @@ scenario = "s.toml"
         );
     }
 
+    /// A value a spec error quotes (a ticket id, a `file://` URL, a
+    /// `touch_only` pattern, a key) has each character plain text refuses
+    /// shown as its escape, whichever check quoted it; where before an
+    /// escape sequence in it reached the terminal or the API's answer as
+    /// sent.
+    #[test]
+    fn a_hostile_value_a_spec_error_quotes_is_escaped() {
+        let said = [
+            BASE.replace("id = \"T-1\"", "id = \"T\\u001b]0;x\\u0007\""),
+            BASE.replace("path = \".\"\n", "url = \"file://h\\u001b[2J\\u202e/r\"\n"),
+            format!("{BASE}[results.github]\nrepository = \"a/w\"\ntoken = \"env:G\\u2028H\"\n"),
+        ]
+        .map(|text| {
+            JobSpec::from_toml(&text, Path::new("spec.toml"))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        });
+        assert_eq!(
+            said,
+            [
+                "job spec spec.toml: field `ticket.id`: `T\\u{1b}]0;x\\u{7}` must be ASCII letters, \
+                 digits, `.`, `_` and `-`, begin with neither `.` nor `-`, hold no `..` and not end \
+                 in `.lock` (it names a git branch)",
+                "job spec spec.toml: field `repository.url`: `file://h\\u{1b}[2J\\u{202e}/r` names a \
+                 host, `h\\u{1b}[2J\\u{202e}`, which git ignores, reading `/r`: write `file:///r` \
+                 (`file://` and an absolute path)",
+                "job spec spec.toml: field `results.github.token`: `env:G\\u{2028}H`: an environment \
+                 variable name must be letters, digits and `_` (line 16, column 9)",
+            ]
+        );
+    }
+
     /// A base ref refused says why: empty, or a white space or a leading
     /// `-` (it read "`` is not a valid git revision" for an empty one).
     #[test]
@@ -2628,10 +2636,10 @@ scenario = "s.toml"
                  or commit; leave it out for HEAD)"
                     .to_owned(),
                 "job spec spec.toml: field `repository.base_ref`: `main branch` is not a valid git \
-                 revision (no white space, not starting with `-`)"
+                 revision: it holds white space (U+0020)"
                     .to_owned(),
-                "job spec spec.toml: field `repository.base_ref`: `-x` is not a valid git revision \
-                 (no white space, not starting with `-`)"
+                "job spec spec.toml: field `repository.base_ref`: `-x` is not a valid git revision: \
+                 it starts with `-`"
                     .to_owned(),
             ]
         );
@@ -2673,6 +2681,10 @@ scenario = "s.toml"
                 with("base_branch", "a~1"),
                 with("base_branch", "x.lock"),
                 with("base_branch", "release/1.x"),
+                with("base_branch", "HEAD"),
+                with("base_ref", "HEAD^{/fix.* bug}"),
+                with("base_ref", "main^{/a..b [x]}~1"),
+                with("base_ref", "HEAD^{/fix}."),
             ],
             [
                 refused(
@@ -2710,6 +2722,17 @@ scenario = "s.toml"
                     "`x.lock` is not a valid git branch name: a component of it ends with `.lock`"
                 ),
                 Ok(()),
+                refused(
+                    "results.base_branch",
+                    "`HEAD` is not a valid git branch name: it is `HEAD`, which git reads as the \
+                     current commit"
+                ),
+                Ok(()),
+                Ok(()),
+                refused(
+                    "repository.base_ref",
+                    "`HEAD^{/fix}.` is not a valid git revision: it ends with `.`"
+                ),
             ]
         );
     }
@@ -3018,6 +3041,7 @@ scenario = "s.toml"
                 spec("HEAD", gh),
                 spec("HEAD~1", ""),
                 spec(sha, &format!("[results]\nbase_branch = \"main\"\n{gh}")),
+                spec("refs/tags/v\\u001b]0;x\\u0007", gh),
             ],
             vec![
                 field("`repository.base_ref` `HEAD~1` is a revision expression, not a branch"),
@@ -3030,6 +3054,13 @@ scenario = "s.toml"
                 Ok(()),
                 Ok(()),
                 Ok(()),
+                // Refused by its code point as a revision, before it could
+                // be echoed as no branch.
+                Err(
+                    "job spec spec.toml: field `repository.base_ref`: is not a valid git \
+                     revision: U+001B at byte 11 is a control character"
+                        .into()
+                ),
             ]
         );
     }
