@@ -559,6 +559,11 @@ impl Sections {
             .collect()
     }
 
+    /// The `[jobs]` table, when it reads.
+    pub fn jobs(&self) -> Option<&JobsFile> {
+        self.jobs.as_ref().ok()
+    }
+
     fn error(&self, section: Section) -> Option<&ConfigError> {
         match section {
             Section::Top => self.top.as_ref().err(),

@@ -22,10 +22,11 @@ pub fn exec(
     host_dir: Option<std::path::PathBuf>,
 ) -> Result<u8, Failure> {
     let mut report = doctor::report(paths, super::run::cgroup_root().as_deref());
-    report
-        .setup
-        .extend(config_checks(super::run::config_location().as_deref()));
-    report.setup.extend(engine_views(paths, host_dir));
+    let (checks, tools) = config_checks(super::run::config_location().as_deref());
+    report.setup.extend(checks);
+    if let Some(tools) = tools {
+        report.setup.extend(engine_views(paths, host_dir, &tools));
+    }
     if args.json {
         outln!(
             "{}",
@@ -45,11 +46,27 @@ pub fn exec(
     )
 }
 
-/// The config file read part by part: one failed check for each part
-/// that does not read (every one, where a command names the first of the
-/// parts it reads), naming the commands it stops; else one passed check
-/// naming the file (or saying there is none).
-fn config_checks(file: Option<&std::path::Path>) -> Vec<Check> {
+/// What `[jobs]` not reading leaves unchecked, said in its check's fix:
+/// the engine views are judged with the host's tools, so they are not
+/// judged at all rather than reported as a second failure of the same
+/// part.
+const VIEWS_UNCHECKED: &str =
+    "whether the engines bind into a job's sandbox is checked once it reads";
+
+/// The config file read once, part by part: one failed check for each
+/// part that does not read (every one, where a command names the first of
+/// the parts it reads), naming the commands it stops; else one passed
+/// check naming the file (or saying there is none). `[jobs]` naming a
+/// path this host lacks is its part's failure, as `paddock run` refuses
+/// it. With the checks, the host's tools from `[jobs]` when it reads
+/// (what the engine views are judged with), `None` when it does not:
+/// before, doctor loaded the file a second time for the engine views and
+/// reported a broken `[jobs]` twice, the second time without the commands
+/// it stops.
+fn config_checks(
+    file: Option<&std::path::Path>,
+) -> (Vec<Check>, Option<paddock::runner::JobTools>) {
+    use paddock::config::Section;
     let check = |ok: bool, detail: String, fix: Option<String>| Check {
         name: "config file".into(),
         ok,
@@ -57,40 +74,66 @@ fn config_checks(file: Option<&std::path::Path>) -> Vec<Check> {
         fix,
     };
     let Some(file) = file else {
-        return vec![check(
-            true,
-            "none (neither XDG_CONFIG_HOME nor HOME is set): the defaults".into(),
-            None,
-        )];
+        return (
+            vec![check(
+                true,
+                "none (neither XDG_CONFIG_HOME nor HOME is set): the defaults".into(),
+                None,
+            )],
+            Some(Default::default()),
+        );
     };
     let sections = match paddock::config::load_sections(file) {
         Ok(sections) => sections,
         Err(e) => {
-            return vec![check(
-                false,
-                paddock::error_chain::chain(&e),
-                Some("fix the config file (docs/cli.md#config-file): until then every command that reads it refuses to start".into()),
-            )]
+            return (
+                vec![check(
+                    false,
+                    paddock::error_chain::chain(&e),
+                    Some(format!(
+                        "fix the config file (docs/cli.md#config-file): until then every command \
+                         that reads it refuses to start, and {VIEWS_UNCHECKED}"
+                    )),
+                )],
+                None,
+            )
         }
     };
-    let errors = sections.errors();
+    let mut errors: Vec<(Section, String)> = sections
+        .errors()
+        .into_iter()
+        .map(|(section, e)| (section, paddock::error_chain::chain(e)))
+        .collect();
+    let tools = match sections.jobs().map(super::run::job_tools) {
+        Some(Ok(tools)) => Some(tools),
+        Some(Err(Failure::BadInput(e) | Failure::Internal(e))) => {
+            errors.push((Section::Jobs, paddock::error_chain::chain(e.as_ref())));
+            None
+        }
+        None => None,
+    };
     if errors.is_empty() {
         let detail = if file.exists() {
             format!("{}: every part reads", file.display())
         } else {
             format!("{}: none, the defaults", file.display())
         };
-        return vec![check(true, detail, None)];
+        return (vec![check(true, detail, None)], tools);
     }
-    errors
+    let checks = errors
         .into_iter()
         .map(|(section, e)| {
             let stops = super::config_reads::stopped_by(section);
+            let unchecked = if section == Section::Jobs {
+                format!(", and {VIEWS_UNCHECKED}")
+            } else {
+                String::new()
+            };
             check(
                 false,
-                format!("{}: {}", section.name(), paddock::error_chain::chain(e)),
+                format!("{}: {e}", section.name()),
                 Some(format!(
-                    "fix it (docs/cli.md#config-file): until then {stops} {} to start",
+                    "fix it (docs/cli.md#config-file): until then {stops} {} to start{unchecked}",
                     if stops.contains(',') || stops.contains(" and ") {
                         "refuse"
                     } else {
@@ -99,33 +142,32 @@ fn config_checks(file: Option<&std::path::Path>) -> Vec<Check> {
                 )),
             )
         })
-        .collect()
+        .collect();
+    (checks, tools)
 }
 
 /// Whether each engine on PATH binds into a sandboxed job's view
 /// (`doctor::engine_views`), on the host `paddock run` would run it on
-/// here (PATH, this directory, the config file's `[jobs]`, these paths);
-/// a config file that cannot say is a failed check naming why.
-fn engine_views(paths: &Paths, host_dir: Option<std::path::PathBuf>) -> Vec<Check> {
-    let failed = |why: String| {
-        vec![Check {
-            name: "engine views".into(),
-            ok: false,
-            detail: format!("cannot tell whether the engines bind into a job's sandbox: {why}"),
-            fix: Some("fix the config file (docs/cli.md#config-file)".into()),
-        }]
-    };
-    let tools = match super::run::user_config(&[paddock::config::Section::Jobs])
-        .and_then(|c| super::run::job_tools(&c.jobs))
-    {
-        Ok(tools) => tools,
-        Err(Failure::BadInput(e) | Failure::Internal(e)) => {
-            return failed(paddock::error_chain::chain(e.as_ref()))
-        }
-    };
+/// here (PATH, this directory, the config file's `[jobs]` as `tools`,
+/// these paths).
+fn engine_views(
+    paths: &Paths,
+    host_dir: Option<std::path::PathBuf>,
+    tools: &paddock::runner::JobTools,
+) -> Vec<Check> {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
-        Err(e) => return failed(format!("locate the paddock binary: {e}")),
+        Err(e) => {
+            return vec![Check {
+                name: "engine views".into(),
+                ok: false,
+                detail: format!(
+                    "cannot tell whether the engines bind into a job's sandbox: locate the \
+                     paddock binary: {e}"
+                ),
+                fix: None,
+            }]
+        }
     };
     let host_path = std::env::var_os("PATH");
     let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
@@ -136,7 +178,7 @@ fn engine_views(paths: &Paths, host_dir: Option<std::path::PathBuf>) -> Vec<Chec
         cwd: &cwd,
         host_dir: &host_dir,
         helper_exe: &exe,
-        tools: &tools,
+        tools,
         host_secrets: &[],
     })
 }

@@ -1322,19 +1322,15 @@ async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
 /// run` (which never read it) working, `paddock serve` refuses naming the
 /// file, the line and the key, and `paddock doctor` reports every part
 /// that does not read with the commands it stops. Before, the typo stopped
-/// `gc` and `run` too.
+/// `gc` and `run` too. `paddock run`'s part, which needs an engine, is
+/// its own test (`a_mistake_in_serve_leaves_paddock_run_working`): this one
+/// runs without one (before, all of it was skipped without Codex).
 #[tokio::test]
 async fn a_mistake_in_one_part_of_the_config_file_stops_only_the_commands_reading_it() {
-    let Some(_) = paddock_test_support::prelude::engine("codex") else {
-        return;
-    };
     let home = Home::new();
-    let spec = scripted_job(&home, ONE_TURN);
-    paddock_test_support::prelude::on_rung(&spec, "process");
     let file = home.path().join("config/paddock/config.toml");
-    home.write_config("max_usd = 1.0\n[serve]\nlisten_adress = \"127.0.0.1:9000\"\n");
+    home.write_config(SERVE_TYPO);
     let gc = home.paddock(&["gc"], &[]).await;
-    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     let serve = home
         .paddock(&["serve", "--listen", "127.0.0.1:0"], &[])
         .await;
@@ -1349,16 +1345,12 @@ async fn a_mistake_in_one_part_of_the_config_file_stops_only_the_commands_readin
     assert_eq!(
         [
             (gc.status.code(), stderr(&gc)),
-            (run.status.code(), String::new()),
             (serve.status.code(), stderr(&serve)),
         ],
         [
             (Some(0), String::new()),
-            (Some(0), String::new()),
             (Some(2), format!("paddock: {serve_typo}\n")),
         ],
-        "{}",
-        stderr(&run)
     );
     // A table the file does not know belongs to no part: `[cache]` meant
     // for `[caches]` stops `paddock gc` too, where it ran on the default
@@ -1423,6 +1415,91 @@ async fn a_mistake_in_one_part_of_the_config_file_stops_only_the_commands_readin
                 }),
             ]
         )
+    );
+}
+
+/// A config file whose `[serve]` has a typo (line 3).
+const SERVE_TYPO: &str = "max_usd = 1.0\n[serve]\nlisten_adress = \"127.0.0.1:9000\"\n";
+
+/// `paddock run` never reads `[serve]`: a typo there leaves it working
+/// (the part of the test above that needs an engine).
+#[tokio::test]
+async fn a_mistake_in_serve_leaves_paddock_run_working() {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let spec = scripted_job(&home, ONE_TURN);
+    paddock_test_support::prelude::on_rung(&spec, "process");
+    home.write_config(SERVE_TYPO);
+    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+}
+
+/// `paddock doctor` reads the config file once and reports a broken
+/// `[jobs]` once, with the commands it stops: a table that does not
+/// read, or one naming a path this host lacks (which `paddock run`
+/// refuses). The engine views, judged with `[jobs]`' tools, are not
+/// reported on as a second failure of it. Before, doctor loaded the file
+/// again for the engine views and reported the same `[jobs]` twice (the
+/// second time as "engine views" without the commands it stops), and a
+/// missing path only there.
+#[tokio::test]
+async fn doctor_reports_a_broken_jobs_table_once_with_the_commands_it_stops() {
+    let home = Home::new();
+    let file = home.path().join("config/paddock/config.toml");
+    let missing = home.path().join("no-such-toolchain/bin");
+    let mut seen = Vec::new();
+    for config in [
+        "[jobs]\npath = \"/usr/bin\"\n".to_owned(),
+        format!("[jobs]\npath = [\"{}\"]\n", missing.display()),
+    ] {
+        home.write_config(&config);
+        let doctor = home.paddock(&["doctor", "--json"], &[]).await;
+        let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+        let checks: Vec<serde_json::Value> = report["setup"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"] == "config file" || c["name"] == "engine views")
+            .cloned()
+            .collect();
+        seen.push((doctor.status.code(), checks));
+    }
+    let fix = "fix it (docs/cli.md#config-file): until then paddock run, context and serve \
+               refuse to start, and whether the engines bind into a job's sandbox is checked \
+               once it reads";
+    assert_eq!(
+        seen,
+        [
+            (
+                Some(1),
+                vec![serde_json::json!({
+                    "name": "config file",
+                    "ok": false,
+                    "detail": format!(
+                        "[jobs]: config file {}, line 2: field `jobs.path`: invalid type: \
+                         string \"/usr/bin\", expected a sequence",
+                        file.display()
+                    ),
+                    "fix": fix,
+                })]
+            ),
+            (
+                Some(1),
+                vec![serde_json::json!({
+                    "name": "config file",
+                    "ok": false,
+                    "detail": format!(
+                        "[jobs]: config file {}: jobs.path: {} does not exist on this host \
+                         (docs/cli.md#the-hosts-tools-jobs)",
+                        file.display(),
+                        missing.display()
+                    ),
+                    "fix": fix,
+                })]
+            ),
+        ]
     );
 }
 
