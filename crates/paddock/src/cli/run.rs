@@ -276,6 +276,11 @@ async fn exec_beside(
         runner
             .engine_here(&spec)
             .map_err(|e| failure(e.code(), named(e).into()))?;
+        // A local source that is surely no repository here: refused now,
+        // before a token is fetched or the sandbox probed.
+        runner
+            .source_here(&spec)
+            .map_err(|e| failure(e.code(), e.into()))?;
         let admitted = match &prior {
             None => runner
                 .admit(&spec)

@@ -47,6 +47,10 @@ pub enum AdmitError {
     ScriptedNotBuilt,
     #[error("{0}")]
     LoadTemplates(String),
+    /// The spec's local source is surely no repository on this host
+    /// (`source_here.rs`): nothing of the job was made.
+    #[error("{0}")]
+    Source(super::source_here::SourceMissing),
     #[error("serialize job spec: {0}")]
     SerializeSpec(String),
     #[error(transparent)]
@@ -183,6 +187,13 @@ pub enum NotHere {
         path: PathBuf,
         error: std::io::Error,
     },
+    /// The spec's local source is surely no repository here
+    /// (`source_here.rs`).
+    #[error(
+        "{0}, on this host; the server that runs the job clones it there: put the repository at \
+         that path on this host for this server to run the job"
+    )]
+    Source(super::source_here::SourceMissing),
     /// A secret the spec names does not resolve here (a variable not in
     /// this server's environment, a file not there, an empty or malformed
     /// value).
@@ -268,6 +279,7 @@ impl NotHere {
             AdmitError::PolicyRefused(refusal) if refusal.on_fallback => NotHere::Policy(refusal),
             AdmitError::EngineNotFound(e) => NotHere::Engine(e),
             AdmitError::SandboxView(e) => NotHere::SandboxView(e),
+            AdmitError::Source(e) => NotHere::Source(e),
             e => return Err(e),
         })
     }

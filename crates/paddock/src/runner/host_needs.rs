@@ -25,11 +25,15 @@ pub(super) fn check(spec: &JobSpec) -> Result<(), NotHere> {
     if spec.upstream.provider == ProviderKind::Scripted && !cfg!(feature = "scripted") {
         return Err(NotHere::ScriptedNotBuilt);
     }
+    // The local source, looked at as a repository rather than as a path
+    // that can be read (`source_here.rs`): a directory that is none, or a
+    // URL's path git would take with `.git` added, is told apart.
+    super::source_here::check(spec).map_err(NotHere::Source)?;
     let publishing = super::admit::result_secrets(spec);
     for reference in spec.host_references() {
         match reference {
             HostReference::Path {
-                field: "engine.binary",
+                field: "engine.binary" | "repository.path" | "repository.url",
                 ..
             } => {}
             HostReference::Path { field, path } => {
@@ -112,7 +116,7 @@ mod tests {
     fn what_the_spec_names_is_looked_for_on_this_host() {
         let dir = tempfile::tempdir().unwrap();
         let root = crate::paths::canonical(dir.path()).unwrap();
-        std::fs::create_dir(root.join("repo")).unwrap();
+        std::fs::create_dir_all(root.join("repo/.git")).unwrap();
         std::fs::write(root.join("scenario.toml"), "").unwrap();
         std::fs::write(root.join("key"), "k\n").unwrap();
         std::fs::write(root.join("empty"), "").unwrap();
@@ -205,9 +209,9 @@ mod tests {
                     root.display()
                 )),
                 Err(format!(
-                    "repository.path {}/no-repo: cannot be read on this host (No such file or \
-                     directory (os error 2)); the server that runs the job reads it there: put \
-                     it at that path on this host for this server to run the job",
+                    "repository.path {}/no-repo: no such directory, on this host; the server \
+                     that runs the job clones it there: put the repository at that path on this \
+                     host for this server to run the job",
                     root.display()
                 )),
             ]

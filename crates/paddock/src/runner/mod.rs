@@ -34,6 +34,7 @@ mod rung_fallback;
 mod sandbox_view;
 mod setup;
 mod setup_cache;
+mod source_here;
 mod stream;
 mod teardown;
 #[cfg(test)]
@@ -58,6 +59,7 @@ pub use self::engine_bin::{engine_path, resolve_engine, Unresolved};
 pub use self::error::{AdmitError, ErrorCode, NotHere, RunError};
 pub use self::next_attempt::AfterError;
 pub use self::sandbox_view::{check_engine as engine_view, ViewHost};
+pub use self::source_here::SourceMissing;
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
 use crate::broker::PriceTable;
 use crate::error_chain::chain;
@@ -298,6 +300,18 @@ impl Runner {
         let policy = admitted.shaped.policy.as_ref();
         sandbox_view::check(admitted.spec(), &admitted.id, policy, &self.config)
             .map_err(NotHere::SandboxView)
+    }
+
+    /// Refuses `spec` when its local source is surely no repository on
+    /// this host (`source_here.rs`: a `repository.path`, or a path or
+    /// `file://` `repository.url`, not there or no git repository), before
+    /// the job exists. For the callers whose job runs on the host that
+    /// admits it and whose source is the spec's own (`paddock run`, a
+    /// server's turn given a `repository`), before [`Runner::admit`]; a
+    /// server's submission asks [`Runner::has_here`], which checks it too;
+    /// a turn's inline source is the server's, made after admission.
+    pub fn source_here(&self, spec: &JobSpec) -> Result<(), AdmitError> {
+        source_here::check(spec).map_err(AdmitError::Source)
     }
 
     /// Refuses `spec` when its engine's binary cannot be resolved on this

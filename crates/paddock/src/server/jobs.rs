@@ -32,7 +32,7 @@ use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
 use crate::cut_text::{cut, Cut, Length};
 use crate::results::bounce::BounceError;
-use crate::runner::{AdmitError, AfterError, ErrorCode};
+use crate::runner::{AdmitError, AfterError, ErrorCode, NotHere};
 use crate::store::{JobQuery, Owner};
 
 /// The longest page of `GET /v1/jobs`.
@@ -91,7 +91,7 @@ pub struct JobSpecBody(serde_json::Value);
         (status = 202, description = "Queued (or held by its budget); one whose secret or files this server has not, or whose admission here is refused for this host's own sandbox, credentials or host profile, is, on a server accepting jobs for its fleet (`--accept-for-fleet`), queued for a server of the fleet that can run it, its `reason` saying why this one will not", body = JobRecord,
             headers(("location" = String, description = "The job's URL"))),
         (status = 400, description = "A malformed query (`priority` not an integer, `attempt_after` empty or over 128 characters)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The spec cannot run (the CLI's errors; what this server lacks of it, on a server not accepting jobs for its fleet), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The spec cannot run (the CLI's errors; what this server lacks of it, on a server not accepting jobs for its fleet: `repository_not_found` for a local repository, a path or `file://` URL, that is not there or no git repository), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The forge did not answer the read of the prior job's review (`forge_unavailable`): submit it again once it answers", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -154,6 +154,9 @@ pub async fn submit(
             SubmitError::Store(e) => Problem::from(e),
             // What this host lacks, said as `paddock run` says it: the
             // caller's to fix (the server's to provide, or the spec's).
+            SubmitError::NotHere(e @ NotHere::Source(_)) => {
+                Problem::repository_not_found(super::problem::chain(&e))
+            }
             SubmitError::NotHere(e) => {
                 Problem::runner(ErrorCode::BadInput, super::problem::chain(&e))
             }

@@ -86,6 +86,19 @@ impl Problem {
         Problem::new(503, "store_unavailable", "the store is unavailable", detail)
     }
 
+    /// 422 `repository_not_found`: the spec's local source (a path, a
+    /// `file://` URL) is surely no repository on this server
+    /// (`runner::SourceMissing`): not there, or no git repository. The
+    /// runner's `bad_input` with a code of its own a client branches on.
+    pub fn repository_not_found(detail: String) -> Problem {
+        Problem::new(
+            ErrorCode::BadInput.http_status(),
+            "repository_not_found",
+            "the job's repository is not there",
+            detail,
+        )
+    }
+
     pub fn bad_request(detail: String) -> Problem {
         Problem::new(400, "bad_request", "the request is malformed", detail)
     }
@@ -108,6 +121,7 @@ impl From<AdmitError> for Problem {
                     chain(&e),
                 )
             },
+            AdmitError::Source(_) => Problem::repository_not_found(chain(&e)),
             _ => Problem::runner(e.code(), chain(&e)),
         }
     }

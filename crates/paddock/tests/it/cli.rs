@@ -1740,9 +1740,15 @@ echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
             .map(str::to_string)
             .collect()
     };
+    // The source swapped for a directory admission takes for a git
+    // directory (a `HEAD` in it) that git does not: the job is made and
+    // fails at its provisioning, before any engine runs.
     let (repo, moved) = (dir.join("repo"), dir.join("repo-moved"));
     std::fs::rename(&repo, &moved).unwrap();
+    std::fs::create_dir(&repo).unwrap();
+    std::fs::write(repo.join("HEAD"), "").unwrap();
     let failed = home.run_after(spec_arg, &first.id, &[]).await;
+    std::fs::remove_dir_all(&repo).unwrap();
     std::fs::rename(&moved, &repo).unwrap();
     let resumed = home
         .paddock(
@@ -1797,7 +1803,7 @@ echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl""#
 
 /// A spec in a subdirectory naming its repository `../My Repos/repo`:
 /// the path is shown, stored and used as `<home>/My Repos/repo`, made
-/// plain by its text (no link followed), in the failure of a run whose
+/// plain by its text (no link followed), in the refusal of a run whose
 /// repository is not there yet and in the stored spec of one that ran.
 /// Before, both said `<home>/specs/../My Repos/repo`.
 #[tokio::test(flavor = "multi_thread")]
@@ -1812,7 +1818,7 @@ async fn a_path_written_relative_to_the_spec_is_shown_plain() {
         &finishing("printf 'hi\\n' > hi.txt"),
     );
     let spec_arg = spec.to_str().unwrap();
-    let missing = record(&home.paddock(&["run", "--json", spec_arg], &[]).await);
+    let missing = home.paddock(&["run", "--json", spec_arg], &[]).await;
     let repos = home.path().join("My Repos");
     std::fs::create_dir_all(&repos).unwrap();
     let made = repo(&repos);
@@ -1823,12 +1829,94 @@ async fn a_path_written_relative_to_the_spec_is_shown_plain() {
         .repository
         .path;
     assert_eq!(
-        (missing.status, missing.reason, ran.status, stored),
+        (missing.status.code(), stderr(&missing), ran.status, stored),
         (
-            JobStatus::Failed,
-            Some(format!("repository {}: no such directory", made.display())),
+            Some(2),
+            format!(
+                "paddock: repository.path {}: no such directory\n",
+                made.display()
+            ),
             JobStatus::Done,
             Some(made.clone()),
         )
     );
+}
+
+/// A local source that is surely no repository (a `repository.path` or
+/// a path or `file://` URL that does not exist, a directory that is no
+/// git repository) is refused before the job exists: exit 2 naming the
+/// field and what was tried, no job row, no workspace; a remote URL is
+/// still tried by the clone (a job made, failed at it). Before, every
+/// one made a job and failed it at its clone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_local_repository_that_is_not_there_is_refused_before_the_job_exists() {
+    let home = Home::new();
+    let plain = home.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let gone = home.path().join("gone");
+    let spec = stand_in_spec(home.path(), &gone, "process", &finishing("true"));
+    let source = |line: &str| {
+        let text = std::fs::read_to_string(&spec).unwrap();
+        let at = text.find("[repository]\n").unwrap() + "[repository]\n".len();
+        let end = at + text[at..].find('\n').unwrap();
+        std::fs::write(&spec, format!("{}{line}{}", &text[..at], &text[end..])).unwrap();
+    };
+    let mut refused = Vec::new();
+    for line in [
+        format!("path = \"{}\"", gone.display()),
+        format!("path = \"{}\"", plain.display()),
+        format!("url = \"file://{}\"", gone.display()),
+        format!("url = \"{}\"", plain.display()),
+    ] {
+        source(&line);
+        let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+        refused.push((out.status.code(), stderr(&out)));
+    }
+    let jobs_left = home.store().await.jobs(10).await.unwrap();
+    let workspaces = home.leftover_workspaces();
+    let not_a_repository = "no git repository (no `.git` in it, and no bare repository's `HEAD`)";
+    assert_eq!(
+        (refused, jobs_left, workspaces),
+        (
+            vec![
+                (
+                    Some(2),
+                    format!("paddock: repository.path {}: no such directory\n", gone.display())
+                ),
+                (
+                    Some(2),
+                    format!(
+                        "paddock: repository.path {}: not a git repository (no `.git` in it, \
+                         and no bare repository's `HEAD`)\n",
+                        plain.display()
+                    )
+                ),
+                (
+                    Some(2),
+                    format!(
+                        "paddock: repository.url `file://{g}`: {g} does not exist (nor {g}.git \
+                         or {g}.bundle, which git clone also tries)\n",
+                        g = gone.display()
+                    )
+                ),
+                (
+                    Some(2),
+                    format!(
+                        "paddock: repository.url `{p}`: {p} is a directory but {not_a_repository}\n",
+                        p = plain.display()
+                    )
+                ),
+            ],
+            vec![],
+            Vec::<String>::new(),
+        )
+    );
+    // A remote URL is not looked at: the clone tries it, and fails the job.
+    source("url = \"http://127.0.0.1:9/none.git\"");
+    let remote = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    assert_eq!(remote.status, JobStatus::Failed, "{:?}", remote.reason);
 }

@@ -158,10 +158,11 @@ async fn no_hook_of_the_source_runs_when_the_branch_comes_back() {
 }
 
 /// A directory inside a repository's work tree as the source (`path =
-/// "../mono/services/api"`), in either layout: refused at provisioning
-/// (exit 2) naming the repository's top level to set instead, the source
-/// left without a branch. Before: "git clone failed: fatal: repository
-/// '…/api' does not exist", of a directory that does.
+/// "../mono/services/api"`), in either layout: refused before the job
+/// exists (exit 2, no job recorded) naming the repository's top level to
+/// set instead, the source left without a branch. Before: "git clone
+/// failed: fatal: repository '…/api' does not exist", of a directory that
+/// does; then a job made and failed at provisioning with the top level.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_directory_inside_a_repository_is_refused_naming_its_top_level() {
     let home = Home::new();
@@ -182,26 +183,38 @@ async fn a_directory_inside_a_repository_is_refused_naming_its_top_level() {
                 &[("PADDOCK_WORKSPACE_LAYOUT", layout)],
             )
             .await;
-        let r = record(&out);
-        seen.push((layout, out.status.code(), r.status, r.reason));
+        seen.push((
+            layout,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
     }
     let refused = |layout| {
         (
             layout,
             Some(2),
-            paddock_protocol::JobStatus::Failed,
-            Some(format!(
-                "repository {}: it is the directory `services/api/` inside the git repository \
-                 {t}, not a repository's top level: set repository.path to {t} (a job works on \
-                 the whole repository)",
+            String::new(),
+            format!(
+                "paddock: repository.path {}: it is the directory `services/api/` inside the git \
+                 repository {t}, not a repository's top level: set repository.path to {t} (a job \
+                 works on the whole repository)\n",
                 inside.display(),
                 t = top.display()
-            )),
+            ),
         )
     };
     assert_eq!(
-        (seen, git(&top, &["branch", "--list", "paddock/*"])),
-        (vec![refused("overlay"), refused("clone")], String::new())
+        (
+            seen,
+            git(&top, &["branch", "--list", "paddock/*"]),
+            home.store().await.jobs(10).await.unwrap()
+        ),
+        (
+            vec![refused("overlay"), refused("clone")],
+            String::new(),
+            vec![]
+        )
     );
 }
 

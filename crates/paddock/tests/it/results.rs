@@ -4804,7 +4804,9 @@ async fn the_next_attempt_of_a_head_based_job_asks_to_merge_into_the_priors_base
 }
 
 /// `paddock publish` of a job that failed before it was concluded (here
-/// its source is no repository: nothing was provisioned) refuses, exit 2,
+/// its source is no repository git takes, though admission, which does
+/// not run git, cannot tell: a `HEAD` file alone; nothing was
+/// provisioned) refuses, exit 2,
 /// naming the job and why it ended, and writes nothing but the refusal's
 /// event: no closeout in its artifacts, the store or the outbox, not one
 /// request to the forge.
@@ -4815,6 +4817,7 @@ async fn paddock_publish_of_a_job_that_made_nothing_writes_nothing() {
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     let not_a_repo = home.path().join("not-a-repo");
     std::fs::create_dir_all(&not_a_repo).unwrap();
+    std::fs::write(not_a_repo.join("HEAD"), "").unwrap();
     let outbox_spec = stand_in_job(&home, &not_a_repo, &finishing("true"));
     let forge_spec = home.path().join("forge.toml");
     std::fs::copy(&outbox_spec, &forge_spec).unwrap();

@@ -2850,3 +2850,64 @@ async fn every_answer_carries_the_security_headers() {
     }
     assert_eq!(seen, want);
 }
+
+/// A submitted spec whose local source is surely no repository on the
+/// server (a `repository.path` that is not there, a `file://` URL naming
+/// a directory that is no git repository) is refused at submission with
+/// code `repository_not_found` (422), naming the field and what was
+/// tried, and nothing is recorded. Before, the server answered 422
+/// `bad_input` for a path it could not read, and took a directory that is
+/// no repository, made the job and failed it at its clone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_submitted_local_repository_that_is_not_there_is_refused_with_its_code() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let (gone, plain) = (home.path().join("gone"), home.path().join("plain"));
+    std::fs::create_dir_all(&plain).unwrap();
+    let mut by_path = spec(&home, "T-1", TURN);
+    by_path["repository"]["path"] = Value::from(gone.display().to_string());
+    let mut by_url = spec(&home, "T-2", TURN);
+    by_url["repository"] = serde_json::json!({
+        "url": format!("file://{}", plain.display()),
+        "base_ref": "main",
+    });
+    let mut seen = Vec::new();
+    for job in [by_path, by_url] {
+        let resp = server.submit(&job, 0).await;
+        seen.push((resp.status().as_u16(), body::<Value>(resp).await));
+    }
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
+    let not_found = |detail: String| {
+        (
+            422,
+            serde_json::json!({
+                "type": "urn:paddock:problem:repository_not_found",
+                "title": "the job's repository is not there",
+                "status": 422,
+                "detail": detail,
+                "code": "repository_not_found",
+            }),
+        )
+    };
+    let on_this_host = "on this host; the server that runs the job clones it there: put the \
+                        repository at that path on this host for this server to run the job";
+    assert_eq!(
+        (seen, jobs["jobs"].clone()),
+        (
+            vec![
+                not_found(format!(
+                    "repository.path {}: no such directory, {on_this_host}",
+                    gone.display()
+                )),
+                not_found(format!(
+                    "repository.url `file://{p}`: {p} is a directory but no git repository (no \
+                     `.git` in it, and no bare repository's `HEAD`), {on_this_host}",
+                    p = plain.display()
+                )),
+            ],
+            serde_json::json!([]),
+        ),
+        "{}",
+        server.stderr()
+    );
+}

@@ -723,7 +723,15 @@ async fn a_claimed_job_naming_what_this_host_has_not_is_passed_over_not_failed()
                     )
                 ),
                 not_here(&ids[2], path("upstream.scenario", "gone.toml")),
-                not_here(&ids[3], path("repository.path", "gone-repo")),
+                not_here(
+                    &ids[3],
+                    format!(
+                        "repository.path {}/gone-repo: no such directory, on this host; the \
+                         server that runs the job clones it there: put the repository at that \
+                         path on this host for this server to run the job",
+                        root.display()
+                    )
+                ),
                 not_here(&ids[4], path("context.templates_dir", "gone-templates")),
                 (
                     JobStatus::Failed,
