@@ -1,7 +1,10 @@
 //! `paddock apply JOB`: the job's patch applied to a working tree by your
 //! own git (`git apply`, with your configuration: it is your repository),
 //! in the current directory or `--repo DIR`; `--check` only says whether
-//! it applies. Git's messages name the job's files, so they are shown
+//! it applies. What was applied is said on stderr (the job, where, its
+//! files); a directory in no git working tree is refused unless
+//! `--outside-git` asks for it (before, the files were written into it
+//! without a word). Git's messages name the job's files, so they are shown
 //! escaped (`terminal_text`), as every text of the job is. The patch names files from the repository's top level, so
 //! it is applied there even from a subdirectory (where `git apply` would
 //! skip every file outside it and still succeed). A job that changed
@@ -37,6 +40,10 @@ pub struct ApplyArgs {
     /// Only check that the patch applies; change nothing.
     #[arg(long)]
     pub check: bool,
+    /// Apply it even where the directory is in no git working tree (its
+    /// files written there as `patch` would); refused without it.
+    #[arg(long)]
+    pub outside_git: bool,
 }
 
 pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
@@ -67,6 +74,17 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         return Ok(exit::DONE);
     }
     let found = top_level(&dir);
+    // Outside a working tree the files would land in whatever directory
+    // this is (a home directory, a download folder) without a word:
+    // refused unless asked for.
+    if found.is_none() && !args.outside_git {
+        return Err(Failure::BadInput(anyhow::anyhow!(
+            "{} is in no git working tree: job {job_id}'s patch was not applied; run `paddock \
+             apply` in a checkout of the job's repository, name one with --repo DIR, or pass \
+             --outside-git to write its files in this directory anyway",
+            dir.display()
+        )));
+    }
     let top = found.clone().unwrap_or_else(|| dir.clone());
     // Made on an earlier attempt's branch that this tree's HEAD lacks
     // (outside a working tree there is no HEAD to ask).
@@ -94,6 +112,15 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
     }
     applied.show();
     if applied.status.success() {
+        errln!(
+            "{}",
+            said_applied(
+                &job_id,
+                &top,
+                args.check,
+                &changed_files(&job_id, paths).await?
+            )
+        );
         if let Some(earlier) = &missing {
             errln!(
                 "paddock: job {job_id}'s patch {} in {}, but it is {}; {}'s change is not part of \
@@ -143,6 +170,55 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         },
     }
     Ok(exit::FAILED)
+}
+
+/// The most files [`said_applied`] names.
+const NAMED_FILES: usize = 5;
+
+/// What `paddock apply` says when the patch applied (or, `check`, would):
+/// the job, where, how many files and the first [`NAMED_FILES`] of them,
+/// escaped (the job named them). Before, a patch applied without a word.
+fn said_applied(job_id: &str, top: &Path, check: bool, files: &[String]) -> String {
+    let mut named: Vec<String> = files
+        .iter()
+        .take(NAMED_FILES)
+        .map(|f| paddock::terminal_text::text(f).into_owned())
+        .collect();
+    if files.len() > NAMED_FILES {
+        named.push(format!("and {} more", files.len() - NAMED_FILES));
+    }
+    let count = match files.len() {
+        1 => "1 file".to_owned(),
+        n => format!("{n} files"),
+    };
+    let list = if named.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", named.join(", "))
+    };
+    if check {
+        format!(
+            "paddock: job {job_id}'s patch applies in {} ({count}{list}); nothing was changed \
+             (--check)",
+            top.display()
+        )
+    } else {
+        format!(
+            "paddock: applied job {job_id}'s patch in {} ({count}{list})",
+            top.display()
+        )
+    }
+}
+
+/// The files job `job_id` changed, as its record lists them.
+async fn changed_files(job_id: &str, paths: &Paths) -> Result<Vec<String>, Failure> {
+    let store = open_existing_store(paths).await?;
+    Ok(store
+        .job(job_id)
+        .await
+        .context("look up the job")?
+        .map(|r| r.changed_files)
+        .unwrap_or_default())
 }
 
 /// The base a job's patch was made on, when HEAD of the working tree

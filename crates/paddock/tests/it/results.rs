@@ -560,7 +560,16 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
     from_sub.current_dir(target.join("sub"));
     assert_eq!(
         outcome(from_sub.output().await.unwrap()),
-        (Some(0), String::new(), String::new())
+        (
+            Some(0),
+            String::new(),
+            format!(
+                "paddock: job {}'s patch applies in {} (1 file: docs/fix.txt); nothing was \
+                 changed (--check)\n",
+                changed.id,
+                target.display()
+            )
+        )
     );
     let sub = target.join("sub");
     let applied = home
@@ -576,7 +585,15 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
             std::fs::read_to_string(target.join("docs/fix.txt")).ok(),
         ),
         (
-            (Some(0), String::new(), String::new()),
+            (
+                Some(0),
+                String::new(),
+                format!(
+                    "paddock: applied job {}'s patch in {} (1 file: docs/fix.txt)\n",
+                    changed.id,
+                    target.display()
+                )
+            ),
             "?? docs/fix.txt\n".to_string(),
             Some("fixed\n".to_string())
         )
@@ -732,16 +749,26 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
                 .await,
         ));
     }
-    // Outside a working tree, in the current directory, where a file of
-    // its name is already, another one (the same one would be the patch
-    // applied already): git refuses, the directory is named, and that it
-    // is no working tree.
+    // Outside a working tree, in the current directory: refused, nothing
+    // written, unless `--outside-git` asks for it (before, the files were
+    // written there without a word). Asked for, where a file of its name
+    // is already, another one (the same one would be the patch applied
+    // already): git refuses, the directory is named, and that it is no
+    // working tree; where none is, it is applied and said.
     let plain = home.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
-    std::fs::write(plain.join("new.txt"), "mine\n").unwrap();
     let mut here = home.command(&["apply", &job.id]);
     here.current_dir(&plain);
     said.push(outcome(here.output().await.unwrap()));
+    let written_unasked = plain.join("new.txt").exists();
+    let mut outside = home.command(&["apply", &job.id, "--outside-git"]);
+    outside.current_dir(&plain);
+    said.push(outcome(outside.output().await.unwrap()));
+    let written = std::fs::read_to_string(plain.join("new.txt")).ok();
+    std::fs::write(plain.join("new.txt"), "mine\n").unwrap();
+    let mut outside = home.command(&["apply", &job.id, "--outside-git"]);
+    outside.current_dir(&plain);
+    said.push(outcome(outside.output().await.unwrap()));
     assert_eq!(
         said,
         vec![
@@ -766,6 +793,26 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
                 )
             ),
             (
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: {} is in no git working tree: job {}'s patch was not applied; run \
+                     `paddock apply` in a checkout of the job's repository, name one with --repo \
+                     DIR, or pass --outside-git to write its files in this directory anyway\n",
+                    plain.display(),
+                    job.id
+                )
+            ),
+            (
+                Some(0),
+                String::new(),
+                format!(
+                    "paddock: applied job {}'s patch in {} (1 file: new.txt)\n",
+                    job.id,
+                    plain.display()
+                )
+            ),
+            (
                 Some(1),
                 String::new(),
                 format!(
@@ -779,6 +826,7 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
             ),
         ]
     );
+    assert_eq!((written_unasked, written), (false, Some("x\n".to_string())));
 }
 
 /// A patch that does not apply on a working tree whose HEAD lacks the

@@ -487,4 +487,25 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#
         stderr.contains(r"evil\u{9b}31m\u{202e}txt.md: already exists in working directory"),
         "{stderr}"
     );
+    // Applied once the file is out of the way: the line saying what was
+    // applied names the job's file escaped too.
+    std::fs::remove_file(checkout.join("evil\u{9b}31m\u{202e}txt.md")).unwrap();
+    let out = home
+        .paddock(
+            &["apply", &rec.id, "--repo", checkout.to_str().unwrap()],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (out.status.code(), raw_control(&out.stderr), String::from_utf8_lossy(&out.stderr).into_owned()),
+        (
+            Some(0),
+            None,
+            format!(
+                "paddock: applied job {}'s patch in {} (1 file: evil\\u{{9b}}31m\\u{{202e}}txt.md)\n",
+                rec.id,
+                checkout.display()
+            )
+        ),
+    );
 }
