@@ -898,7 +898,7 @@ impl JobSpec {
     /// Parses TOML; `origin` names the source in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let de = toml::Deserializer::new(text);
-        let spec: JobSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut spec: JobSpec = serde_path_to_error::deserialize(de).map_err(|e| {
             let (field, message) = crate::parse_error::toml(e, text);
             SpecError::Parse {
                 path: origin.to_path_buf(),
@@ -906,6 +906,7 @@ impl JobSpec {
                 message: crate::plain_text::escaped(&message).into_owned(),
             }
         })?;
+        spec.local_file_urls();
         spec.validate(origin)?;
         Ok(spec)
     }
@@ -942,14 +943,35 @@ impl JobSpec {
 
     fn json_only(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut spec: JobSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let (field, message) = crate::parse_error::json(e);
             SpecError::Parse {
                 path: origin.to_path_buf(),
                 field: crate::plain_text::escaped(&field).into_owned(),
                 message: crate::plain_text::escaped(&message).into_owned(),
             }
-        })
+        })?;
+        spec.local_file_urls();
+        Ok(spec)
+    }
+
+    /// `file://localhost/PATH` (RFC 8089's name of a file on this host)
+    /// read as `file:///PATH`, as it is parsed: git reads it so, and the
+    /// host's checks of what a spec names (`host_references`, a push's
+    /// repository) then read the same `/PATH`, where any other host is
+    /// refused (`check_file_urls`).
+    fn local_file_urls(&mut self) {
+        let push = self.results.push.as_mut().map(|p| &mut p.url);
+        for url in [self.repository.url.as_mut(), push].into_iter().flatten() {
+            let local = url.strip_prefix("file://").and_then(|rest| {
+                let (host, path) = rest.split_at_checked("localhost".len())?;
+                (host.eq_ignore_ascii_case("localhost") && path.starts_with('/'))
+                    .then(|| format!("file://{path}"))
+            });
+            if let Some(local) = local {
+                *url = local;
+            }
+        }
     }
 
     fn resolve_paths(&mut self, base: &Path, plain: Plain) {
@@ -2537,12 +2559,16 @@ scenario = "s.toml"
     /// A `file://` URL not followed by an absolute path is refused with
     /// what to write (before, `file://repo` made a job that failed at its
     /// clone, "no path specified", and `file://host/srv/r` was cloned from
-    /// `/srv/r` while the host's checks read `host/srv/r`).
+    /// `/srv/r` while the host's checks read `host/srv/r`); but
+    /// `file://localhost/PATH` (RFC 8089) is `file:///PATH`, where it was
+    /// refused.
     #[test]
     fn a_file_url_without_an_absolute_path_is_refused_with_what_to_write() {
         let said = [
             ("url = \"file://repo\"\n", ""),
             ("url = \"file://localhost/srv/r\"\n", ""),
+            ("url = \"file://LocalHost/srv/r\"\n", ""),
+            ("url = \"file://localhost.x/srv/r\"\n", ""),
             ("url = \"file:///srv/r\"\n", ""),
             (
                 "url = \"file:///srv/r\"\n",
@@ -2565,10 +2591,12 @@ scenario = "s.toml"
                      without `file://` (`url = \"repo\"`, or `path = \"repo\"` for a working tree)"
                         .to_owned()
                 ),
+                Ok(()),
+                Ok(()),
                 Err(
-                    "job spec spec.toml: field `repository.url`: `file://localhost/srv/r` names a \
-                     host, `localhost`, which git ignores, reading `/srv/r`: write `file:///srv/r` \
-                     (`file://` and an absolute path)"
+                    "job spec spec.toml: field `repository.url`: `file://localhost.x/srv/r` names \
+                     a host, `localhost.x`, which git ignores, reading `/srv/r`: write \
+                     `file:///srv/r` (`file://` and an absolute path)"
                         .to_owned()
                 ),
                 Ok(()),
@@ -2579,6 +2607,25 @@ scenario = "s.toml"
                         .to_owned()
                 ),
             ]
+        );
+        // `file://localhost/PATH` is `/PATH`, as git reads it, and the
+        // host's checks read the same path.
+        let local = |url: &str| {
+            let text = BASE.replace("path = \".\"\n", &format!("url = \"{url}\"\n"));
+            let spec = JobSpec::from_toml(&text, Path::new("spec.toml")).unwrap();
+            let json = serde_json::to_string(&spec).unwrap();
+            let stored = JobSpec::from_json(
+                &json.replace("file:///", "file://localhost/"),
+                Path::new("s"),
+            )
+            .unwrap()
+            .repository
+            .url;
+            (spec.repository.url, stored)
+        };
+        assert_eq!(
+            local("file://localhost/srv/r"),
+            (Some("file:///srv/r".into()), Some("file:///srv/r".into()))
         );
     }
 
