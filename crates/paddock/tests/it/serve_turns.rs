@@ -765,3 +765,42 @@ async fn a_turn_whose_view_would_show_a_servers_secret_is_refused() {
     let jobs: Value = body(server.get("/v1/jobs").await).await;
     assert_eq!(jobs["jobs"], json!([]));
 }
+
+/// A turn whose `repository` names a local path that is not there is
+/// refused with code `repository_not_found` naming the field, nothing
+/// recorded, as a submitted job is; a turn's inline `files` (the
+/// server's own source, made after admission) are not looked at so.
+/// Before, the turn was admitted and its job failed at its clone.
+#[tokio::test]
+async fn a_turn_whose_repository_is_not_there_is_refused_with_its_code() {
+    let home = Home::new();
+    let server = Server::start(&home, &["--allow-ref", "env:OPENAI_API_KEY"]).await;
+    let gone = home.path().join("gone");
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5"},
+        "upstream": {"provider": "openai", "key": "env:OPENAI_API_KEY"},
+        "input": "Hi.",
+        "repository": {"path": gone.display().to_string(), "base_ref": "main"},
+        "isolation": "process",
+    });
+    let resp = post_turn(&server, &turn, false).await;
+    let status = resp.status().as_u16();
+    let problem: Value = body(resp).await;
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
+    assert_eq!(
+        (status, problem, jobs["jobs"].clone()),
+        (
+            422,
+            json!({
+                "type": "urn:paddock:problem:repository_not_found",
+                "title": "the job's repository is not there",
+                "status": 422,
+                "detail": format!("repository.path {}: no such directory", gone.display()),
+                "code": "repository_not_found",
+            }),
+            json!([]),
+        ),
+        "{}",
+        server.stderr()
+    );
+}
