@@ -71,6 +71,11 @@
 //! ([`Sightings`]) also waits the TTL on its own monotonic clock, from
 //! when it first saw that very heartbeat: a wall clock jumped forward past
 //! the TTL (or a host's clock far behind) never has live jobs reclaimed.
+//! A one-shot pass (`paddock gc`, `paddock run`'s and `paddock cancel`'s,
+//! a server's at its start) has no such history: it looks at a heartbeat
+//! dated older than the TTL again after [`MISSED_RENEWALS`] intervals
+//! ([`Watch::Twice`]) and reclaims its job only if that very heartbeat is
+//! still there, so a live host whose clock runs behind keeps its jobs.
 //! A cancel a server records for another host's job whose heartbeat is
 //! already older than the TTL by its date ([`reclaim_cancelled`]) waits
 //! less: once the server has seen that heartbeat unchanged for
@@ -361,8 +366,8 @@ pub async fn reap_on(
     let (stale, errors) = crate::workspace::lease::remove_stale_pending(&leases);
     report.stale_leases = stale;
     report.errors.extend(errors);
-    // Another host's jobs: judged by their heartbeat alone.
-    let (reclaimed, errors) = reclaim_others(store, liveness, None).await;
+    // Another host's jobs: judged by their heartbeat, looked at twice.
+    let (reclaimed, errors) = reclaim_others(store, liveness, Watch::Twice).await;
     report.jobs.extend(reclaimed);
     report.errors.extend(errors);
     // Dead jobs whose lease file is gone altogether.
@@ -661,38 +666,68 @@ fn is_another_hosts(job: &RunningJob, liveness: &Liveness) -> bool {
         .is_some_and(|(owner, _)| owner.host != liveness.owner.host)
 }
 
-/// Every running job of another host whose heartbeat is older than the
-/// TTL, reclaimed in the store (module text): the reaper's pass over other
-/// hosts' jobs, which `paddock serve` also runs every heartbeat interval.
-/// What was reclaimed, and what could not be listed.
-/// With `watched` (a server's periodic pass), a heartbeat is also judged
-/// on this process's monotonic clock ([`Sightings`]).
+/// How a pass judges another host's heartbeat besides its date
+/// ([`reclaim_others`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Watch<'a> {
+    /// A server's periodic pass: a heartbeat is stale once seen unchanged
+    /// for the TTL on this process's monotonic clock, across passes
+    /// ([`Sightings`]), whatever its date.
+    Periodic(&'a Sightings),
+    /// A one-shot pass (`paddock gc`, `paddock run`'s and `paddock
+    /// cancel`'s, a server's at its start): a heartbeat dated more than
+    /// the TTL before this host's wall clock is looked at again after
+    /// [`missed_renewals`] on the monotonic clock, and its job reclaimed
+    /// only if that very heartbeat is still there (its owner missed the
+    /// renewals it makes every interval). Before, the date alone reclaimed
+    /// it, so a live host whose clock ran more than the TTL behind (or
+    /// this host's ahead) lost its jobs to any one-shot pass.
+    Twice,
+}
+
+/// Every running job of another host whose heartbeat is stale, reclaimed
+/// in the store (module text): the reaper's pass over other hosts' jobs,
+/// which `paddock serve` also runs every heartbeat interval. A heartbeat
+/// is stale by its date and, as `watch` says, by this process's own
+/// monotonic clock: seen unchanged across a server's passes for the TTL
+/// (one dated ahead included), or, in a one-shot pass, dated older than
+/// the TTL and still the same after [`missed_renewals`]. The date alone
+/// never reclaims a job. What was reclaimed, and what could not be
+/// listed.
 pub async fn reclaim_others(
     store: &dyn Store,
     liveness: &Liveness,
-    watched: Option<&Sightings>,
+    watch: Watch<'_>,
 ) -> (Vec<Reaped>, Vec<String>) {
     let running = match store.running_jobs().await {
         Ok(running) => running,
         Err(e) => return (Vec::new(), vec![format!("list running jobs: {e}")]),
     };
-    if let Some(w) = watched {
-        w.keep_only(&running);
-    }
+    let running = match watch {
+        Watch::Periodic(w) => {
+            w.keep_only(&running);
+            running
+        }
+        Watch::Twice => match looked_at_twice(store, liveness, running).await {
+            Ok(unchanged) => unchanged,
+            Err(e) => return (Vec::new(), vec![format!("list running jobs again: {e}")]),
+        },
+    };
     let mut reclaimed = Vec::new();
     for job in running.iter().filter(|j| is_another_hosts(j, liveness)) {
         if let Some((owner, beat)) = &job.owner {
             // Seen unchanged for the TTL on this process's clock, it is
             // stale whatever its date says (one dated ahead included);
-            // otherwise its date is all there is to judge it by.
-            let seen_stale = match watched {
-                Some(w) => {
+            // otherwise its date is judged, after the second look of a
+            // one-shot pass.
+            let seen_stale = match watch {
+                Watch::Periodic(w) => {
                     if w.seen_for(&job.id, *beat, tokio::time::Instant::now()) <= liveness.ttl {
                         continue;
                     }
                     true
                 }
-                None => false,
+                Watch::Twice => false,
             };
             if let Some(r) = reclaim(store, liveness, job, (owner, *beat), seen_stale).await {
                 reclaimed.push(r);
@@ -700,6 +735,39 @@ pub async fn reclaim_others(
         }
     }
     (reclaimed, Vec::new())
+}
+
+/// A one-shot pass's second look ([`Watch::Twice`]): the other hosts'
+/// jobs in `running` whose heartbeat is dated more than the TTL before
+/// this host's clock are the candidates; the running jobs are listed
+/// again after [`missed_renewals`], and the candidates whose owner and
+/// heartbeat are the very same then are what the pass judges. No
+/// candidate: nothing, at once (no wait).
+async fn looked_at_twice(
+    store: &dyn Store,
+    liveness: &Liveness,
+    running: Vec<RunningJob>,
+) -> Result<Vec<RunningJob>, StoreError> {
+    let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
+    let now = OffsetDateTime::now_utc();
+    let first: Vec<RunningJob> = running
+        .into_iter()
+        .filter(|j| is_another_hosts(j, liveness))
+        .filter(|j| j.owner.as_ref().is_some_and(|(_, beat)| now - *beat > ttl))
+        .collect();
+    if first.is_empty() {
+        return Ok(Vec::new());
+    }
+    tokio::time::sleep(missed_renewals(liveness)).await;
+    let again = store.running_jobs().await?;
+    Ok(again
+        .into_iter()
+        .filter(|j| {
+            first
+                .iter()
+                .any(|f| f.id == j.id && f.owner.is_some() && f.owner == j.owner)
+        })
+        .collect())
 }
 
 /// Another host's running job `id` that a cancel was just asked of
@@ -2436,7 +2504,7 @@ mod tests {
         let watched = Arc::new(Sightings::default());
         let pass = tokio::spawn({
             let (store, watched) = (Arc::clone(&store), Arc::clone(&watched));
-            async move { reclaim_others(&*store, &here(), Some(&watched)).await }
+            async move { reclaim_others(&*store, &here(), Watch::Periodic(&watched)).await }
         });
         hold.entered.notified().await;
         let liveness = here();
@@ -2485,7 +2553,8 @@ mod tests {
         };
         let liveness = here();
         let watched = Sightings::default();
-        let (reclaimed, errors) = reclaim_others(&store, &liveness, Some(&watched)).await;
+        let (reclaimed, errors) =
+            reclaim_others(&store, &liveness, Watch::Periodic(&watched)).await;
         assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
         assert_eq!(status(store.clone()).await, JobStatus::Running);
 
@@ -2502,14 +2571,14 @@ mod tests {
             watched.seen_for("job-1", beat, long_ago),
             std::time::Duration::ZERO
         );
-        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&watched)).await;
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Watch::Periodic(&watched)).await;
         assert_eq!(reclaimed, Vec::new());
         assert_eq!(status(store.clone()).await, JobStatus::Running);
 
         // That beat, unchanged for longer than the TTL: reclaimed.
         let watched = Sightings::default();
         watched.seen_for("job-1", renewed, long_ago);
-        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&watched)).await;
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Watch::Periodic(&watched)).await;
         assert_eq!(
             reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
             vec!["job-1".to_string()]
@@ -2592,14 +2661,14 @@ mod tests {
             .await
             .unwrap();
         let liveness = here();
-        let (reclaimed, errors) = reclaim_others(&store, &liveness, None).await;
+        let (reclaimed, errors) = reclaim_others(&store, &liveness, Watch::Twice).await;
         assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
         let long_ago = tokio::time::Instant::now()
             .checked_sub(liveness.ttl + std::time::Duration::from_secs(1))
             .unwrap();
         let watched = Sightings::default();
         watched.seen_for("job-1", beat, long_ago);
-        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&watched)).await;
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Watch::Periodic(&watched)).await;
         assert_eq!(
             reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
             vec!["job-1".to_string()]
@@ -2636,7 +2705,12 @@ mod tests {
             .insert_owned_job(&fixtures::job("job-1", 0), "{}", &there, beat)
             .await
             .unwrap();
-        let (reclaimed, errors) = reclaim_others(&store, &here(), None).await;
+        // A one-shot pass looks again after two renewals (here 200 ms).
+        let liveness = Liveness {
+            interval: std::time::Duration::from_millis(100),
+            ..here()
+        };
+        let (reclaimed, errors) = reclaim_others(&store, &liveness, Watch::Twice).await;
         assert_eq!(
             (
                 reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
@@ -2653,6 +2727,61 @@ mod tests {
             rfc3339(beat)
         );
         assert_eq!((rec.status, rec.reason), (JobStatus::Failed, Some(reason)));
+    }
+
+    /// A one-shot pass (`paddock gc`, a run's, a server's at its start)
+    /// leaves alone a live host's job whose heartbeat is dated an hour
+    /// back (its clock an hour behind this host's) while that host renews
+    /// it every interval: the pass looks again after two renewals and
+    /// finds the heartbeat changed. Before, the date alone reclaimed it at
+    /// once. Once the host stops renewing, the same pass reclaims it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_one_shot_pass_leaves_a_live_host_whose_clock_runs_behind() {
+        let store: crate::store::SharedStore =
+            Arc::new(crate::store::SqliteStore::open_in_memory().await.unwrap());
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        let behind = || OffsetDateTime::now_utc() - time::Duration::hours(1);
+        store
+            .insert_owned_job(&fixtures::job("job-1", 0), "{}", &there, behind())
+            .await
+            .unwrap();
+        // The live host: a renewal every 200 ms, dated by its clock (the
+        // pass's first look falls between two of them).
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let renewals = tokio::spawn({
+            let (store, host, alive) = (Arc::clone(&store), there.host.clone(), alive.clone());
+            async move {
+                while alive.load(std::sync::atomic::Ordering::SeqCst) {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    assert!(store.heartbeat("job-1", &host, behind()).await.unwrap());
+                }
+            }
+        });
+        // Two renewals are 1 s here: the pass looks again after 1 s.
+        let liveness = Liveness {
+            interval: std::time::Duration::from_millis(500),
+            ..here()
+        };
+        let (reclaimed, errors) = reclaim_others(&*store, &liveness, Watch::Twice).await;
+        assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
+        let status = store.job("job-1").await.unwrap().unwrap().status;
+        assert_eq!(status, JobStatus::Running);
+
+        alive.store(false, std::sync::atomic::Ordering::SeqCst);
+        renewals.await.unwrap();
+        let (reclaimed, errors) = reclaim_others(&*store, &liveness, Watch::Twice).await;
+        assert_eq!(
+            (
+                reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
+                errors
+            ),
+            (vec!["job-1".to_string()], Vec::<String>::new())
+        );
+        let status = store.job("job-1").await.unwrap().unwrap().status;
+        assert_eq!(status, JobStatus::Failed);
     }
 
     /// A claim of this host's queue is "made lately" only within the TTL

@@ -1481,8 +1481,12 @@ impl Queue {
             self.mark_able().await;
             // Other hosts' heartbeats, aged on this process's monotonic
             // clock.
-            let (mut reclaimed, errors) =
-                crate::reaper::reclaim_others(&*self.store, &liveness, Some(&self.sightings)).await;
+            let (mut reclaimed, errors) = crate::reaper::reclaim_others(
+                &*self.store,
+                &liveness,
+                crate::reaper::Watch::Periodic(&self.sightings),
+            )
+            .await;
             for e in errors {
                 tracing::warn!("serve: reclaim: {e}");
             }
