@@ -71,11 +71,13 @@
 //! ([`Sightings`]) also waits the TTL on its own monotonic clock, from
 //! when it first saw that very heartbeat: a wall clock jumped forward past
 //! the TTL (or a host's clock far behind) never has live jobs reclaimed.
-//! A one-shot pass (`paddock gc`, `paddock run`'s and `paddock cancel`'s,
-//! a server's at its start) has no such history: it looks at a heartbeat
-//! dated older than the TTL again after [`MISSED_RENEWALS`] intervals
+//! `paddock gc` has no such history: it looks at a heartbeat dated older
+//! than the TTL again after [`MISSED_RENEWALS`] intervals
 //! ([`Watch::Twice`]) and reclaims its job only if that very heartbeat is
 //! still there, so a live host whose clock runs behind keeps its jobs.
+//! The passes on a command's way (`paddock run`'s start, a server's start,
+//! `paddock cancel`'s: [`reap_here`]) leave other hosts' jobs alone, as
+//! they must not wait.
 //! A cancel a server records for another host's job whose heartbeat is
 //! already older than the TTL by its date ([`reclaim_cancelled`]) waits
 //! less: once the server has seen that heartbeat unchanged for
@@ -260,6 +262,34 @@ pub async fn reap(paths: &Paths, store: &dyn Store, liveness: &Liveness) -> Repo
     reap_with(paths, store, liveness, &cgroup_roots()).await
 }
 
+/// Which other hosts' jobs a one-shot pass judges ([`reap`], [`reap_here`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Others {
+    /// Every one whose heartbeat is stale, looked at twice
+    /// ([`Watch::Twice`]): the pass may wait two heartbeat intervals
+    /// (`paddock gc`).
+    LookTwice,
+    /// None: the pass is on a command's way (`paddock run`'s start, a
+    /// server's start, `paddock cancel`'s) and must not wait; another
+    /// host's jobs are left to `paddock gc` and to every live server's
+    /// periodic pass. Before, those passes judged them by the date alone.
+    Leave,
+}
+
+/// [`reap`] on a command's way ([`Others::Leave`]): this host's dead
+/// jobs and leftovers only, never a wait for another host's heartbeat.
+pub async fn reap_here(paths: &Paths, store: &dyn Store, liveness: &Liveness) -> Report {
+    let rungs = rung::host_reapers();
+    reap_judging(
+        paths,
+        store,
+        liveness,
+        (&rungs, &cgroup_roots()),
+        Others::Leave,
+    )
+    .await
+}
+
 /// [`CGROUP_ROOT`], and `PADDOCK_CGROUP_ROOT` when it is set.
 fn cgroup_roots() -> Vec<PathBuf> {
     let mut roots = vec![PathBuf::from(CGROUP_ROOT)];
@@ -357,6 +387,24 @@ pub async fn reap_on(
     rungs: &[Arc<dyn Rung>],
     cgroup_roots: &[PathBuf],
 ) -> Report {
+    reap_judging(
+        paths,
+        store,
+        liveness,
+        (rungs, cgroup_roots),
+        Others::LookTwice,
+    )
+    .await
+}
+
+/// [`reap_on`], another host's jobs judged as `others` says.
+async fn reap_judging(
+    paths: &Paths,
+    store: &dyn Store,
+    liveness: &Liveness,
+    (rungs, cgroup_roots): (&[Arc<dyn Rung>], &[PathBuf]),
+    others: Others,
+) -> Report {
     let mut report = Report::default();
     let leases = paths.jobs.join(LEASES);
     // Dead jobs with a lease file that nobody holds.
@@ -366,10 +414,16 @@ pub async fn reap_on(
     let (stale, errors) = crate::workspace::lease::remove_stale_pending(&leases);
     report.stale_leases = stale;
     report.errors.extend(errors);
-    // Another host's jobs: judged by their heartbeat, looked at twice.
-    let (reclaimed, errors) = reclaim_others(store, liveness, Watch::Twice).await;
-    report.jobs.extend(reclaimed);
-    report.errors.extend(errors);
+    // Another host's jobs: judged by their heartbeat, looked at twice,
+    // unless the pass is on a command's way.
+    match others {
+        Others::LookTwice => {
+            let (reclaimed, errors) = reclaim_others(store, liveness, Watch::Twice).await;
+            report.jobs.extend(reclaimed);
+            report.errors.extend(errors);
+        }
+        Others::Leave => {}
+    }
     // Dead jobs whose lease file is gone altogether.
     let (unleased, errors) = reap_unleased(
         paths,
@@ -674,8 +728,7 @@ pub enum Watch<'a> {
     /// for the TTL on this process's monotonic clock, across passes
     /// ([`Sightings`]), whatever its date.
     Periodic(&'a Sightings),
-    /// A one-shot pass (`paddock gc`, `paddock run`'s and `paddock
-    /// cancel`'s, a server's at its start): a heartbeat dated more than
+    /// `paddock gc`'s one-shot pass ([`Others::LookTwice`]): a heartbeat dated more than
     /// the TTL before this host's wall clock is looked at again after
     /// [`missed_renewals`] on the monotonic clock, and its job reclaimed
     /// only if that very heartbeat is still there (its owner missed the

@@ -71,7 +71,7 @@ pub async fn exec(args: CancelArgs, paths: &Paths) -> Result<u8, Failure> {
                 let config = super::run::user_config(super::config_reads::CANCEL)?;
                 let liveness = super::run::liveness(paths, &config.hosts)?;
                 for line in
-                    super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await)
+                    super::gc::render(&paddock::reaper::reap_here(paths, &*store, &liveness).await)
                 {
                     errln!("paddock: {line}");
                 }

@@ -137,7 +137,7 @@ impl StartPass {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         self.lines = Some(rx);
         self.pass = Some(tokio::spawn(async move {
-            let report = paddock::reaper::reap(&paths, &*store, &liveness).await;
+            let report = paddock::reaper::reap_here(&paths, &*store, &liveness).await;
             for line in super::gc::render(&report) {
                 let _ = tx.send(format!("paddock: {line}"));
             }
@@ -309,7 +309,7 @@ async fn exec_beside(
             // start's pass, which may still be at it).
             pass.finished().await;
             for line in super::gc::render(
-                &paddock::reaper::reap(paths, &*reaper_store, &runner.config().liveness).await,
+                &paddock::reaper::reap_here(paths, &*reaper_store, &runner.config().liveness).await,
             ) {
                 errln!("paddock: {line}");
             }

@@ -319,7 +319,7 @@ pub async fn exec(
         w.held_by(&liveness.owner.name)
             .checked_by(config.submissions.clone())
     });
-    for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
+    for line in super::gc::render(&paddock::reaper::reap_here(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }
     // What the pass left in the trash (it empties for a bounded time),
