@@ -34,7 +34,10 @@ pub fn revision_fault(rev: &str) -> Option<String> {
     // matches REGEX against commit messages (any text, `.` and `*`
     // too); what is before and after it is held to the rules.
     if let Some((before, rest)) = rev.split_once("^{/") {
-        if let Some((_, after)) = rest.rsplit_once('}') {
+        if let Some((regex, after)) = rest.rsplit_once('}') {
+            if let Some(why) = search_fault(regex) {
+                return Some(why);
+            }
             return fault(before, true).or_else(|| match after {
                 "" => None,
                 after => fault(after, true),
@@ -42,6 +45,32 @@ pub fn revision_fault(rev: &str) -> Option<String> {
         }
     }
     fault(rev, true)
+}
+
+/// The most characters a `^{/…}` search may hold.
+pub const MAX_SEARCH_CHARS: usize = 128;
+
+/// What is wrong with the search of a `REV^{/REGEX}` revision: the host
+/// runs it (`git rev-parse` against the source's commit messages), so a
+/// backslash, which writes a back-reference (`\1`, a match that takes
+/// time exponential in the message's length), is refused, and so is a
+/// search longer than [`MAX_SEARCH_CHARS`]; `.`, `*`, `[x]` and the rest
+/// are matched as git matches them.
+fn search_fault(regex: &str) -> Option<String> {
+    if regex.contains('\\') {
+        return Some(
+            "its `^{/…}` search holds a backslash, which the host does not run (a \
+             back-reference can take a search exponential time): write the search without one"
+                .into(),
+        );
+    }
+    let chars = regex.chars().count();
+    (chars > MAX_SEARCH_CHARS).then(|| {
+        format!(
+            "its `^{{/…}}` search is {chars} characters long, more than the {MAX_SEARCH_CHARS} \
+             the host runs"
+        )
+    })
 }
 
 /// The refusal of `name` as a branch, whole: "`x.lock` is not a valid git
@@ -258,7 +287,6 @@ mod tests {
             "HEAD~0",
             "v1.0^{commit}",
             "HEAD^{/fix.*}",
-            "HEAD^{/\\* bug}",
             "HEAD^{/[x]}",
             "HEAD^{/a..b}",
             "main^{/fix.}~0",
@@ -276,6 +304,31 @@ mod tests {
                     .success()
             ),
             "{revisions:?}"
+        );
+        // What git would run but the host does not: a back-reference, a
+        // search longer than the most.
+        let long = format!("HEAD^{{/{}}}", "a".repeat(MAX_SEARCH_CHARS + 1));
+        let refused = ["HEAD^{/\\* bug}", "HEAD^{/(a*)\\1x}", long.as_str()];
+        assert_eq!(
+            refused.map(revision_fault),
+            [
+                Some(
+                    "its `^{/…}` search holds a backslash, which the host does not run (a \
+                     back-reference can take a search exponential time): write the search \
+                     without one"
+                        .to_string()
+                ),
+                Some(
+                    "its `^{/…}` search holds a backslash, which the host does not run (a \
+                     back-reference can take a search exponential time): write the search \
+                     without one"
+                        .to_string()
+                ),
+                Some(format!(
+                    "its `^{{/…}}` search is {} characters long, more than the 128 the host runs",
+                    MAX_SEARCH_CHARS + 1
+                )),
+            ]
         );
     }
 }

@@ -1593,6 +1593,16 @@ impl JobSpec {
             let Some(rest) = url.and_then(|u| u.strip_prefix("file://")) else {
                 continue;
             };
+            if rest.contains('%') {
+                return Err(bad(
+                    field,
+                    format!(
+                        "`file://{rest}` holds `%`, which git decodes (`%2e%2e` is `..`) while \
+                         the host's checks of the path (allow_paths, its own places) read it as \
+                         written: write the path without percent-encoding"
+                    ),
+                ));
+            }
             if rest.starts_with('/') {
                 continue;
             }
@@ -2626,6 +2636,44 @@ scenario = "s.toml"
         assert_eq!(
             local("file://localhost/srv/r"),
             (Some("file:///srv/r".into()), Some("file:///srv/r".into()))
+        );
+    }
+
+    /// A `%` in a `file://` URL is refused: git decodes it, so
+    /// `file:///srv/allowed/%2e%2e/private` cloned `/srv/private` while
+    /// allow_paths and the server's own-places check read a path under
+    /// `/srv/allowed` (a submitted spec reached a repository outside the
+    /// directories it may name, and a push URL wrote there).
+    #[test]
+    fn a_percent_in_a_file_url_is_refused() {
+        let said = [
+            "url = \"file:///srv/allowed/%2e%2e/private\"\n".to_owned(),
+            "url = \"file://localhost/srv/allowed/%2E%2E/private\"\n".to_owned(),
+            "url = \"file:///srv/r\"\n[results.push]\nurl = \"file:///srv/a/%2e%2e/p.git\"\n"
+                .to_owned(),
+        ]
+        .map(|url| {
+            JobSpec::from_toml(
+                &BASE.replace("path = \".\"\n", &url),
+                Path::new("spec.toml"),
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        });
+        let why = |field: &str, rest: &str| {
+            Err(format!(
+                "job spec spec.toml: field `{field}`: `file://{rest}` holds `%`, which git decodes \
+                 (`%2e%2e` is `..`) while the host's checks of the path (allow_paths, its own \
+                 places) read it as written: write the path without percent-encoding"
+            ))
+        };
+        assert_eq!(
+            said,
+            [
+                why("repository.url", "/srv/allowed/%2e%2e/private"),
+                why("repository.url", "/srv/allowed/%2E%2E/private"),
+                why("results.push.url", "/srv/a/%2e%2e/p.git"),
+            ]
         );
     }
 
