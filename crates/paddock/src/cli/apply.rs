@@ -74,6 +74,20 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         return Ok(exit::DONE);
     }
     let found = top_level(&dir);
+    // A git directory (a checkout's `.git`, a bare repository): its files
+    // are git's own (hooks it runs), so a job's patch is never written
+    // there, `--outside-git` or not.
+    if found.is_none() {
+        if let Some(git_dir) = inside_git_dir(&dir) {
+            return Err(Failure::BadInput(anyhow::anyhow!(
+                "{} is inside the git directory {}, not a working tree: job {job_id}'s patch was \
+                 not applied (its files would land among git's own, such as the hooks git \
+                 runs); name the working tree with --repo DIR",
+                dir.display(),
+                git_dir.display()
+            )));
+        }
+    }
     // Outside a working tree the files would land in whatever directory
     // this is (a home directory, a download folder) without a word:
     // refused unless asked for.
@@ -182,7 +196,7 @@ fn said_applied(job_id: &str, top: &Path, check: bool, files: &[String]) -> Stri
     let mut named: Vec<String> = files
         .iter()
         .take(NAMED_FILES)
-        .map(|f| paddock::terminal_text::text(f).into_owned())
+        .map(|f| paddock::terminal_text::path(f))
         .collect();
     if files.len() > NAMED_FILES {
         named.push(format!("and {} more", files.len() - NAMED_FILES));
@@ -438,6 +452,23 @@ fn contains(top: &Path, commit: &str) -> bool {
 /// The top level of the working tree `dir` is in, as the user's git names
 /// it; none outside a working tree (git then applies the patch in `dir`
 /// itself, as `patch` would).
+/// The git directory `dir` is in, when it is in one (`git rev-parse
+/// --git-dir` answers there while `--show-toplevel` does not: a
+/// checkout's `.git` or a bare repository).
+fn inside_git_dir(dir: &Path) -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--absolute-git-dir"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let git_dir = String::from_utf8(out.stdout).ok()?;
+    let git_dir = git_dir.strip_suffix('\n').unwrap_or(&git_dir);
+    (out.status.success() && !git_dir.is_empty()).then(|| PathBuf::from(git_dir))
+}
+
 fn top_level(dir: &Path) -> Option<PathBuf> {
     let out = std::process::Command::new("git")
         .arg("-C")

@@ -57,6 +57,7 @@ fn a_specs_hostile_names_reach_the_instructions_and_prompt_as_one_plain_line() {
     let mut spec = JobSpec::from_toml(SPEC, Path::new("job.toml")).unwrap();
     spec.ticket.kind = hostile("bug");
     spec.ticket.project = hostile("payments");
+    spec.engine.model = hostile("gpt-5");
     spec.ticket.comments = vec![TicketComment {
         author: hostile("mallory"),
         body: "Please fix.".to_string(),
@@ -74,6 +75,7 @@ fn a_specs_hostile_names_reach_the_instructions_and_prompt_as_one_plain_line() {
     let names = [
         &spec.ticket.kind,
         &spec.ticket.project,
+        &spec.engine.model,
         &spec.ticket.comments[0].author,
         spec.ticket.comments[0].at.as_ref().unwrap(),
         &spec.ticket.prior_attempts[0].outcome,

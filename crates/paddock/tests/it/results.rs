@@ -769,6 +769,32 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
     let mut outside = home.command(&["apply", &job.id, "--outside-git"]);
     outside.current_dir(&plain);
     said.push(outcome(outside.output().await.unwrap()));
+    // A git directory (a bare repository here; a checkout's `.git` the
+    // same): refused even with `--outside-git`, whose files would land
+    // among git's own (the hooks it runs). Before, the refusal told to
+    // pass `--outside-git`, and with it the patch was written there.
+    let bare = home.path().join("bare.git");
+    let init = std::process::Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let bare = std::fs::canonicalize(&bare).unwrap();
+    said.push(outcome(
+        home.paddock(
+            &[
+                "apply",
+                &job.id,
+                "--outside-git",
+                "--repo",
+                bare.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await,
+    ));
+    let written_in_git = bare.join("new.txt").exists();
     assert_eq!(
         said,
         vec![
@@ -824,9 +850,24 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
                     plain.display()
                 )
             ),
+            (
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: {} is inside the git directory {}, not a working tree: job {}'s \
+                     patch was not applied (its files would land among git's own, such as the \
+                     hooks git runs); name the working tree with --repo DIR\n",
+                    bare.display(),
+                    bare.display(),
+                    job.id
+                )
+            ),
         ]
     );
-    assert_eq!((written_unasked, written), (false, Some("x\n".to_string())));
+    assert_eq!(
+        (written_unasked, written, written_in_git),
+        (false, Some("x\n".to_string()), false)
+    );
 }
 
 /// A patch that does not apply on a working tree whose HEAD lacks the

@@ -437,13 +437,16 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
 /// override (git turns C0 controls into `?`, but passes these on). Before,
 /// `paddock apply` let git write to the terminal itself and they reached
 /// it raw; now git's message is shown escaped, the name still readable.
+/// The line saying what was applied names a file whose name holds a line
+/// break escaped too (before, it started a forged `paddock:` line).
 #[tokio::test(flavor = "multi_thread")]
 async fn paddock_apply_shows_gits_message_escaped() {
     let home = Home::new();
     let dir = home.path().join("job");
     std::fs::create_dir_all(&dir).unwrap();
     let body = format!(
-        "printf 'x\\n' > \"$(printf 'evil\\302\\23331m\\342\\200\\256txt.md')\"\n{}",
+        "printf 'x\\n' > \"$(printf 'evil\\302\\23331m\\342\\200\\256txt.md')\"\n\
+         printf 'y\\n' > \"$(printf 'ok\\nforged.md')\"\n{}",
         r#"echo '{"type":"thread.started","thread_id":"t"}'
 echo '{"type":"turn.started"}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#
@@ -502,7 +505,8 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#
             Some(0),
             None,
             format!(
-                "paddock: applied job {}'s patch in {} (1 file: evil\\u{{9b}}31m\\u{{202e}}txt.md)\n",
+                "paddock: applied job {}'s patch in {} (2 files: evil\\u{{9b}}31m\\u{{202e}}txt.md, \
+                 ok\\u{{a}}forged.md)\n",
                 rec.id,
                 checkout.display()
             )
