@@ -37,7 +37,12 @@ pub fn check(spec: &JobSpec) -> Result<(), SourceMissing> {
         return Ok(());
     };
     let local = match url.strip_prefix("file://") {
-        Some(rest) if !rest.contains('%') => Path::new(rest),
+        // git's upload-pack takes the path without its trailing slashes
+        // before it tries `.git` and `.bundle` after it.
+        Some(rest) if !rest.contains('%') => match rest.trim_end_matches('/') {
+            "" => Path::new("/"),
+            trimmed => Path::new(trimmed),
+        },
         Some(_) => return Ok(()),
         None if !url.contains(':') => Path::new(url.as_str()),
         None => return Ok(()),
@@ -52,11 +57,10 @@ pub fn check(spec: &JobSpec) -> Result<(), SourceMissing> {
 /// work tree's, with its `.git`, or a bare repository's, with its
 /// `HEAD`), as provisioning clones it.
 fn path_source(path: &Path) -> Result<(), String> {
-    if !path.exists() {
-        return Err("no such directory".into());
-    }
-    if !path.is_dir() {
-        return Err("not a directory".into());
+    match looked_at(path)? {
+        None => return Err("no such directory".into()),
+        Some(meta) if !meta.is_dir() => return Err("not a directory".into()),
+        Some(_) => {}
     }
     if is_repository(path) {
         return Ok(());
@@ -86,18 +90,18 @@ fn url_source(local: &Path) -> Result<(), String> {
         PathBuf::from(p)
     };
     let (dot_git, bundle) = (with(".git"), with(".bundle"));
-    if dot_git.exists() || bundle.exists() {
+    if maybe_there(&dot_git) || maybe_there(&bundle) {
         return Ok(());
     }
-    if !local.exists() {
+    let Some(meta) = looked_at(local)? else {
         return Err(format!(
             "{} does not exist (nor {} or {}, which git clone also tries)",
             local.display(),
             dot_git.display(),
             bundle.display()
         ));
-    }
-    if local.is_dir() && !is_repository(local) {
+    };
+    if meta.is_dir() && !is_repository(local) {
         return Err(format!(
             "{} is a directory but no git repository (no `.git` in it, and no bare repository's \
              `HEAD`)",
@@ -111,7 +115,29 @@ fn url_source(local: &Path) -> Result<(), String> {
 /// (`.git`, a directory or a file) or a git directory (`HEAD`). What has
 /// neither surely is none.
 fn is_repository(dir: &Path) -> bool {
-    dir.join(".git").exists() || dir.join("HEAD").exists()
+    maybe_there(&dir.join(".git")) || maybe_there(&dir.join("HEAD"))
+}
+
+/// What `path` is (links followed), `None` when it is not there; any
+/// other failure (a directory on the way this user may not search, a
+/// file on the way) said with the system's error, where it read as not
+/// there.
+fn looked_at(path: &Path) -> Result<Option<std::fs::Metadata>, String> {
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(Some(meta)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot be looked at on this host ({e})")),
+    }
+}
+
+/// Whether `path` may be there: itself (a link too, even dangling, as a
+/// bare repository's legacy `HEAD`), or a failure other than not being
+/// there, which leaves it to the clone.
+fn maybe_there(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => true,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +186,11 @@ mod tests {
             (None, Some(format!("file://{}", shown("no%20ne")))),
             (None, Some("https://example.invalid/none.git".into())),
             (None, Some("git@example.invalid:none.git".into())),
+            // git takes a `file://` path without its trailing slashes.
+            (None, Some(format!("file://{}//", shown("bare")))),
+            // A file on the way: said as the system says it, where it
+            // read as no such directory.
+            (Some(d.join("b.bundle/x")), None),
         ];
         let got: Vec<Result<(), SourceMissing>> = cases
             .iter()
@@ -216,6 +247,11 @@ mod tests {
                 Ok(()),
                 Ok(()),
                 Ok(()),
+                Ok(()),
+                path(
+                    "b.bundle/x",
+                    "cannot be looked at on this host (Not a directory (os error 20))".into()
+                ),
             ]
         );
     }
