@@ -565,10 +565,17 @@ text = "Done with two."
         &commit[..12],
         first.id
     );
+    // What was applied is said (5212e25), then what it lacks.
+    let applied = |job: &str, dir: &std::path::Path| {
+        format!(
+            "paddock: applied job {job}'s patch in {} (1 file: one.md)\n",
+            dir.display()
+        )
+    };
     assert_eq!(
         results,
         (
-            (Some(0), String::new()),
+            (Some(0), applied(&second.id, &on_branch)),
             (
                 Some(1),
                 format!(
@@ -582,13 +589,14 @@ text = "Done with two."
                     first.id
                 )
             ),
-            (Some(0), String::new()),
+            (Some(0), applied(&first.id, &after_first)),
             (
                 Some(0),
                 format!(
-                    "paddock: job {}'s patch was applied in {}, but it is {}; attempt 1's change \
-                     is not part of it: `paddock apply {}` applies that one, and the branch \
-                     `paddock/T-1/2` has both\n",
+                    "{}paddock: job {}'s patch was applied in {}, but it is {}; attempt 1's \
+                     change is not part of it: `paddock apply {}` applies that one, and the \
+                     branch `paddock/T-1/2` has both\n",
+                    applied(&second.id, &after_first),
                     second.id,
                     after_first.display(),
                     made_on,
