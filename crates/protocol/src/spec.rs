@@ -941,6 +941,26 @@ impl JobSpec {
         Ok(spec)
     }
 
+    /// A stored spec read to clean up after its job only (revoking the
+    /// forge tokens a killed publish left): as [`JobSpec::from_stored`],
+    /// and when a rule added since refuses it (a `base_branch` of `HEAD`,
+    /// a `%` in a `file://` URL, a character plain text now refuses in a
+    /// ref), as it was stored, the spec having passed the rules of its
+    /// day. Never to run, publish or show a job: those read
+    /// [`JobSpec::from_stored`], which names the field. Before, such a
+    /// job's leftover tokens could not be revoked ("revoke the job's
+    /// forge tokens: job spec …").
+    pub fn from_stored_for_cleanup(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
+        JobSpec::from_stored(text, origin).or_else(|refused| match refused {
+            SpecError::Invalid { .. } => {
+                let mut spec = JobSpec::json_only(text, origin)?;
+                spec.mend_one_line_names();
+                Ok(spec)
+            }
+            other => Err(other),
+        })
+    }
+
     fn json_only(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let mut de = serde_json::Deserializer::from_str(text);
         let mut spec: JobSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
@@ -2239,6 +2259,28 @@ scenario = "s.toml"
         let stored = serde_json::to_string(&spec).unwrap();
         let loaded = JobSpec::from_stored(&stored, Path::new("the store")).unwrap();
         assert_eq!(loaded.ticket.title, "fixit now");
+    }
+
+    /// A stored spec a rule added since refuses (`base_branch = "HEAD"`)
+    /// no longer loads to run or publish, naming the field, but loads to
+    /// clean up after its job (its forge tokens revoked); one that is no
+    /// spec at all loads for neither.
+    #[test]
+    fn a_stored_spec_refused_by_a_later_rule_loads_for_cleanup_only() {
+        let mut spec = parse("").unwrap();
+        spec.results.base_branch = Some("HEAD".to_string());
+        let stored = serde_json::to_string(&spec).unwrap();
+        let origin = Path::new("the store");
+        assert!(matches!(
+            JobSpec::from_stored(&stored, origin),
+            Err(SpecError::Invalid { ref field, .. }) if field == "results.base_branch"
+        ));
+        let cleanup = JobSpec::from_stored_for_cleanup(&stored, origin).unwrap();
+        assert_eq!(cleanup, spec);
+        assert!(matches!(
+            JobSpec::from_stored_for_cleanup("{}", origin),
+            Err(SpecError::Parse { .. })
+        ));
     }
 
     /// The names a closeout, a pull request and the job tables show (the

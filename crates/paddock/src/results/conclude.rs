@@ -603,7 +603,9 @@ pub async fn revoke_leftover_tokens(
         Ok(text) => text.unwrap_or_default(),
         Err(e) => return failed(e.to_string()),
     };
-    let spec = match JobSpec::from_stored(&text, Path::new("the store")) {
+    // A spec stored under older rules still names the forge its tokens
+    // are revoked at.
+    let spec = match JobSpec::from_stored_for_cleanup(&text, Path::new("the store")) {
         Ok(spec) => spec,
         Err(e) => return failed(e.to_string()),
     };
