@@ -452,33 +452,29 @@ fn contains(top: &Path, commit: &str) -> bool {
 /// The top level of the working tree `dir` is in, as the user's git names
 /// it; none outside a working tree (git then applies the patch in `dir`
 /// itself, as `patch` would).
-/// The git directory `dir` is in, when it is in one (`git rev-parse
-/// --git-dir` answers there while `--show-toplevel` does not: a
-/// checkout's `.git` or a bare repository).
-fn inside_git_dir(dir: &Path) -> Option<PathBuf> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["rev-parse", "--absolute-git-dir"])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let git_dir = String::from_utf8(out.stdout).ok()?;
-    let git_dir = git_dir.strip_suffix('\n').unwrap_or(&git_dir);
-    (out.status.success() && !git_dir.is_empty()).then(|| PathBuf::from(git_dir))
+fn top_level(dir: &Path) -> Option<PathBuf> {
+    rev_parse_path(dir, "--show-toplevel")
 }
 
-fn top_level(dir: &Path) -> Option<PathBuf> {
+/// The git directory `dir` is in, when it is in one (`git rev-parse
+/// --absolute-git-dir` answers there while `--show-toplevel` does not: a
+/// checkout's `.git` or a bare repository).
+fn inside_git_dir(dir: &Path) -> Option<PathBuf> {
+    rev_parse_path(dir, "--absolute-git-dir")
+}
+
+/// The path `git rev-parse ASK` prints in `dir`; none when it fails or
+/// prints nothing.
+fn rev_parse_path(dir: &Path, ask: &str) -> Option<PathBuf> {
     let out = std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["rev-parse", "--show-toplevel"])
+        .args(["rev-parse", ask])
         .env("GIT_TERMINAL_PROMPT", "0")
         .stderr(std::process::Stdio::null())
         .output()
         .ok()?;
-    let top = String::from_utf8(out.stdout).ok()?;
-    let top = top.strip_suffix('\n').unwrap_or(&top);
-    (out.status.success() && !top.is_empty()).then(|| PathBuf::from(top))
+    let path = String::from_utf8(out.stdout).ok()?;
+    let path = path.strip_suffix('\n').unwrap_or(&path);
+    (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
 }
