@@ -64,6 +64,19 @@ fn search_fault(regex: &str) -> Option<String> {
                 .into(),
         );
     }
+    // `^{` is a peel after the search (`^{commit}`); any other `{`
+    // writes a repeat count.
+    let repeat = regex
+        .char_indices()
+        .any(|(at, c)| c == '{' && !regex[..at].ends_with('^'));
+    if repeat {
+        return Some(
+            "its `^{/…}` search holds `{`, which the host does not run (a repeat count, nested, \
+             makes git's matcher build a pattern as large as their product): write the search \
+             without one"
+                .into(),
+        );
+    }
     let chars = regex.chars().count();
     (chars > MAX_SEARCH_CHARS).then(|| {
         format!(
@@ -268,7 +281,6 @@ mod tests {
         let branches = [
             "main",
             "feature/x-1",
-            "HEAD",
             "x/HEAD",
             "-x",
             "a..b",
@@ -308,20 +320,24 @@ mod tests {
         // What git would run but the host does not: a back-reference, a
         // search longer than the most.
         let long = format!("HEAD^{{/{}}}", "a".repeat(MAX_SEARCH_CHARS + 1));
-        let refused = ["HEAD^{/\\* bug}", "HEAD^{/(a*)\\1x}", long.as_str()];
+        let refused = [
+            "HEAD^{/\\* bug}",
+            "HEAD^{/(a*)\\1x}",
+            "HEAD^{/((a{1000}){1000})}",
+            long.as_str(),
+        ];
+        let backslash = "its `^{/…}` search holds a backslash, which the host does not run (a \
+                         back-reference can take a search exponential time): write the search \
+                         without one";
         assert_eq!(
             refused.map(revision_fault),
             [
+                Some(backslash.to_string()),
+                Some(backslash.to_string()),
                 Some(
-                    "its `^{/…}` search holds a backslash, which the host does not run (a \
-                     back-reference can take a search exponential time): write the search \
-                     without one"
-                        .to_string()
-                ),
-                Some(
-                    "its `^{/…}` search holds a backslash, which the host does not run (a \
-                     back-reference can take a search exponential time): write the search \
-                     without one"
+                    "its `^{/…}` search holds `{`, which the host does not run (a repeat \
+                     count, nested, makes git's matcher build a pattern as large as their \
+                     product): write the search without one"
                         .to_string()
                 ),
                 Some(format!(
