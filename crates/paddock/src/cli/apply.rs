@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use paddock::paths::Paths;
 
-use super::{diff::job_and_patch, exit, open_existing_store, Failure};
+use super::{diff::job_and_patch, exit, open_store_or_empty, Failure};
 
 #[derive(clap::Args)]
 pub struct ApplyArgs {
@@ -226,7 +226,7 @@ fn said_applied(job_id: &str, top: &Path, check: bool, files: &[String]) -> Stri
 
 /// The files job `job_id` changed, as its record lists them.
 async fn changed_files(job_id: &str, paths: &Paths) -> Result<Vec<String>, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     Ok(store
         .job(job_id)
         .await
@@ -273,7 +273,7 @@ async fn base_missing(
     if !hex || contains(top, &commit) {
         return Ok(None);
     }
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let Some(record) = store.job(job_id).await.context("look up the job")? else {
         return Ok(None);
     };
@@ -404,7 +404,7 @@ impl Earlier {
 /// job on the spec's own base, or when the earlier job's bundle cannot
 /// say the commit.
 async fn earlier_attempt(job_id: &str, paths: &Paths) -> Result<Option<Earlier>, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let Some(record) = store.job(job_id).await.context("look up the job")? else {
         return Ok(None);
     };
