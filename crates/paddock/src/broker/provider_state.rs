@@ -16,10 +16,16 @@
 //! The content of tool calls (a Messages `tool_use` block's `input`) is
 //! the model's, not a request for stored state, and is not searched.
 //! Nor may a request choose another organization or project of the key
-//! than its default ([`account_header`]: OpenAI's `OpenAI-Organization`
+//! than its default ([`refused_header`]: OpenAI's `OpenAI-Organization`
 //! and `OpenAI-Project`, Google's `x-goog-user-project`, which bills
 //! another project the server's identity may use), whose state and spend
-//! are the operator's others.
+//! are the operator's others; nor a cloud provider's option carried in a
+//! header rather than the body, which no budget sees: Bedrock's
+//! `X-Amzn-Bedrock-…` (its priority or flex service tier, latency-optimized
+//! inference, a guardrail of the account, billed per text unit, a trace)
+//! and Vertex AI's `X-Vertex-AI-…` (provisioned throughput, the priority
+//! tier). The engines send none of them; before, they were forwarded, and
+//! a Bedrock call asking the priority tier was metered at standard rates.
 
 use http::HeaderMap;
 use serde_json::Value;
@@ -41,13 +47,65 @@ const ACCOUNT_HEADERS: [(&str, &str); 3] = [
     ),
 ];
 
-/// The header of `headers` choosing the key's organization or project, as
-/// the refusal says it; `None`: none.
-pub(super) fn account_header(headers: &HeaderMap) -> Option<&'static str> {
-    ACCOUNT_HEADERS
+/// Header-name prefixes of a cloud provider's options, as the refusal
+/// says them: every header whose name starts so is refused.
+const OPTION_PREFIXES: [(&str, &str); 2] = [
+    (
+        "x-amzn-bedrock-",
+        "a Bedrock option (a service tier, latency-optimized inference, a guardrail of the \
+         account, a trace)",
+    ),
+    (
+        "x-vertex-ai-",
+        "a Vertex AI request type (provisioned throughput, a priority tier)",
+    ),
+];
+
+/// A request header the broker refuses (module text), as the refusal
+/// says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum RefusedHeader {
+    /// It chooses another organization or project of the key.
+    Account(&'static str),
+    /// It asks a cloud provider's option the broker does not meter:
+    /// what the option is, and the header's name as sent (lower case).
+    Option { what: &'static str, header: String },
+}
+
+impl RefusedHeader {
+    /// The refusal's message, as the job and the ledger read it.
+    pub(super) fn message(&self) -> String {
+        match self {
+            Self::Account(what) => format!(
+                "paddock broker: {what} would choose another account than the key's own, whose \
+                 state and spend are not the job's; refused"
+            ),
+            Self::Option { what, header } => format!(
+                "paddock broker: the `{header}` header asks {what}, billed or run beyond the \
+                 tokens the broker meters, which no budget would see; refused"
+            ),
+        }
+    }
+}
+
+/// The first header of `headers` the broker refuses (module text);
+/// `None`: none.
+pub(super) fn refused_header(headers: &HeaderMap) -> Option<RefusedHeader> {
+    if let Some((_, what)) = ACCOUNT_HEADERS
         .iter()
         .find(|(name, _)| headers.contains_key(*name))
-        .map(|(_, what)| *what)
+    {
+        return Some(RefusedHeader::Account(what));
+    }
+    headers.keys().find_map(|name| {
+        OPTION_PREFIXES
+            .iter()
+            .find(|(prefix, _)| name.as_str().starts_with(prefix))
+            .map(|(_, what)| RefusedHeader::Option {
+                what,
+                header: name.as_str().to_owned(),
+            })
+    })
 }
 
 use super::json_walk::Entry;
@@ -210,26 +268,52 @@ mod tests {
         );
     }
 
-    /// Each header choosing another account of the key is found; the
-    /// engines' own (`anthropic-beta`, `OpenAI-Beta`, `x-stainless-…`) are
-    /// not.
+    /// Each header choosing another account of the key, or a cloud
+    /// provider's option, is found, whatever its case; the engines' own
+    /// (`anthropic-beta`, `OpenAI-Beta`, `x-stainless-…`, AWS's
+    /// `x-amz-…` signature headers, which the broker replaces, Google's
+    /// `x-goog-api-client`) are not.
     #[test]
-    fn headers_choosing_the_account_are_found() {
+    fn refused_headers_are_found() {
         let found = |name: &str| {
             let mut h = HeaderMap::new();
             h.insert(
                 http::HeaderName::from_bytes(name.as_bytes()).unwrap_or(http::header::ACCEPT),
                 http::HeaderValue::from_static("x"),
             );
-            account_header(&h)
+            refused_header(&h).map(|r| r.message())
         };
-        let got: Vec<Option<&str>> = [
+        let option = |header: &str, what: &str| {
+            Some(format!(
+                "paddock broker: the `{header}` header asks {what}, billed or run beyond the \
+                 tokens the broker meters, which no budget would see; refused"
+            ))
+        };
+        let account = |what: &str| {
+            Some(format!(
+                "paddock broker: {what} would choose another account than the key's own, whose \
+                 state and spend are not the job's; refused"
+            ))
+        };
+        let bedrock = "a Bedrock option (a service tier, latency-optimized inference, a \
+                       guardrail of the account, a trace)";
+        let vertex = "a Vertex AI request type (provisioned throughput, a priority tier)";
+        let got: Vec<Option<String>> = [
             "OpenAI-Organization",
             "openai-project",
             "X-Goog-User-Project",
+            "X-Amzn-Bedrock-Service-Tier",
+            "x-amzn-bedrock-performanceconfig-latency",
+            "X-Amzn-Bedrock-GuardrailIdentifier",
+            "X-Amzn-Bedrock-Trace",
+            "X-Vertex-AI-LLM-Request-Type",
+            "x-vertex-ai-llm-shared-request-type",
             "anthropic-beta",
             "OpenAI-Beta",
             "x-stainless-lang",
+            "x-amz-date",
+            "x-amzn-trace-id",
+            "x-goog-api-client",
         ]
         .iter()
         .map(|n| found(n))
@@ -237,9 +321,18 @@ mod tests {
         assert_eq!(
             got,
             [
-                Some("an OpenAI organization (the `OpenAI-Organization` header)"),
-                Some("an OpenAI project (the `OpenAI-Project` header)"),
-                Some("a Google Cloud project to bill (the `x-goog-user-project` header)"),
+                account("an OpenAI organization (the `OpenAI-Organization` header)"),
+                account("an OpenAI project (the `OpenAI-Project` header)"),
+                account("a Google Cloud project to bill (the `x-goog-user-project` header)"),
+                option("x-amzn-bedrock-service-tier", bedrock),
+                option("x-amzn-bedrock-performanceconfig-latency", bedrock),
+                option("x-amzn-bedrock-guardrailidentifier", bedrock),
+                option("x-amzn-bedrock-trace", bedrock),
+                option("x-vertex-ai-llm-request-type", vertex),
+                option("x-vertex-ai-llm-shared-request-type", vertex),
+                None,
+                None,
+                None,
                 None,
                 None,
                 None,

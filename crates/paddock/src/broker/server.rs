@@ -89,11 +89,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     // The semaphore is never closed.
     let reading = shared.reading.clone().acquire_owned().await.ok();
     let mut call = Call::start(&shared, api);
-    if let Some(what) = super::provider_state::account_header(&parts.headers) {
-        let msg = format!(
-            "paddock broker: {what} would choose another account than the key's own, whose \
-             state and spend are not the job's; refused"
-        );
+    if let Some(refused) = super::provider_state::refused_header(&parts.headers) {
+        let msg = refused.message();
         let _ = shared.policy.send(PolicyNotice {
             rule: "provider_state".into(),
             message: msg.clone(),

@@ -40,8 +40,9 @@ impl Upstream {
     /// Request headers for the upstream: the engine's own headers minus
     /// credentials, hop-by-hop and length/encoding headers. `anthropic-*`
     /// and `openai-*` headers pass byte for byte (a call choosing the
-    /// key's organization or project was refused before:
-    /// `provider_state::account_header`).
+    /// key's organization or project, or asking a cloud provider's
+    /// option in a header, was refused before:
+    /// `provider_state::refused_header`).
     pub fn request_headers(incoming: &HeaderMap) -> HeaderMap {
         let mut out = HeaderMap::new();
         for (name, value) in incoming {

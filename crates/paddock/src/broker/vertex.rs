@@ -107,11 +107,28 @@ pub fn parse_path(path: &str) -> Option<(String, String)> {
     let (_, tail) = rest.split_once("/publishers/anthropic/models/")?;
     let (model, method) = tail.split_once(':')?;
     match method {
-        "streamRawPredict" | "rawPredict" if !model.is_empty() && !model.contains('/') => {
+        "streamRawPredict" | "rawPredict" if is_model_id(model) => {
             Some((model.to_string(), method.to_string()))
         }
         _ => None,
     }
+}
+
+/// Whether `model` is a Vertex model id as the path may carry it: an
+/// ASCII letter or digit, then those and `.`, `_`, `@`, `-`
+/// (`claude-sonnet-4-5@20250929`).
+/// Anything else is not routed: the model is pasted into the upstream's
+/// path as sent, and a `%`-escape there (`x%2F..%2F..%2Fprojects%2FOTHER`)
+/// is decoded by no Paddock check but may be by the provider's front end,
+/// naming another project's path the server's identity can reach.
+fn is_model_id(model: &str) -> bool {
+    model
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric())
+        && model
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'))
 }
 
 #[cfg(test)]
@@ -129,5 +146,23 @@ mod tests {
             None
         );
         assert_eq!(parse_path("/v1/messages"), None);
+        // A model holding anything but a model id's characters is not
+        // routed, an escaped path above all.
+        for model in [
+            "x%2F%2E%2E%2F%2E%2E%2Fprojects%2FOTHER%2Flocations%2Fus-east5%2Fpublishers%2Fanthropic%2Fmodels%2Fus.anthropic.claude-sonnet-4-5-20250929-v1",
+            "claude-sonnet-4-5%4020250929",
+            "claude sonnet",
+            "claude-sonnet-4-5?x=1",
+            "..",
+            "",
+        ] {
+            assert_eq!(
+                parse_path(&format!(
+                    "/v1/projects/p/locations/us-east5/publishers/anthropic/models/{model}:rawPredict"
+                )),
+                None,
+                "{model}"
+            );
+        }
     }
 }

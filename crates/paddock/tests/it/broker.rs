@@ -1309,13 +1309,10 @@ async fn a_body_of_too_many_json_values_is_refused_unparsed() {
     assert_eq!(status, 200);
 }
 
-/// A Bedrock (or Vertex AI) job's call reaches the path the broker
-/// rebuilds from the spec, without the job's query string: there a
-/// provider's system parameter (Google's `userProject`, `quotaUser`)
-/// would bill another project the server's identity may use. (Before,
-/// the job's query went upstream with the call.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cloud_jobs_query_string_stays_with_the_broker() {
+/// A broker of a Bedrock job (`job_id`) with a Bedrock API key, before
+/// a recording Bedrock upstream. The temporary directory lives as long as
+/// they are used.
+async fn bedrock_rig(job_id: &str) -> (tempfile::TempDir, MockUpstream, broker::BrokerHandle) {
     let dir = tempfile::tempdir().unwrap();
     let scenario = Scenario::from_toml(ONE_TURN, Path::new("bedrock.toml")).unwrap();
     let key = Secret::new("ABSKQmVkcm9ja0FQSUtleS1xdWVyeQ".to_string());
@@ -1328,10 +1325,10 @@ async fn a_cloud_jobs_query_string_stays_with_the_broker() {
         key.clone(),
     )
     .unwrap();
-    let mut broker = broker::start(
+    let broker = broker::start(
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
         BrokerConfig {
-            job_id: "job-query".into(),
+            job_id: job_id.into(),
             attempt: 1,
             upstream: Upstream {
                 base: upstream.base.trim_end_matches("/v1").to_string(),
@@ -1351,6 +1348,17 @@ async fn a_cloud_jobs_query_string_stays_with_the_broker() {
         },
     )
     .unwrap();
+    (dir, upstream, broker)
+}
+
+/// A Bedrock (or Vertex AI) job's call reaches the path the broker
+/// rebuilds from the spec, without the job's query string: there a
+/// provider's system parameter (Google's `userProject`, `quotaUser`)
+/// would bill another project the server's identity may use. (Before,
+/// the job's query went upstream with the call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_jobs_query_string_stays_with_the_broker() {
+    let (_dir, upstream, mut broker) = bedrock_rig("job-query").await;
     let resp = client()
         .post(format!(
             "{}/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke?userProject=operators-other&quotaUser=x",
@@ -1382,6 +1390,89 @@ async fn a_cloud_jobs_query_string_stays_with_the_broker() {
                 None
             )]
         )
+    );
+}
+
+/// A cloud provider's option asked in a header rather than the body
+/// (Bedrock's `X-Amzn-Bedrock-…`: its priority service tier,
+/// latency-optimized inference, an account's guardrail billed per text
+/// unit) is refused: a 400, a `refused` row, a `provider_state` policy
+/// event, nothing upstream. Before, the headers were forwarded with the
+/// signed call, and a priority call was metered at standard rates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bedrock_option_in_a_header_is_refused() {
+    let (_dir, upstream, mut broker) = bedrock_rig("job-bedrock-option").await;
+    let body = serde_json::json!({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}]})
+    .to_string();
+    let url = format!(
+        "{}/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke",
+        broker.url
+    );
+    let mut got = Vec::new();
+    for (header, value) in [
+        ("X-Amzn-Bedrock-Service-Tier", "priority"),
+        ("X-Amzn-Bedrock-PerformanceConfig-Latency", "optimized"),
+        (
+            "X-Amzn-Bedrock-GuardrailIdentifier",
+            "the-operators-guardrail",
+        ),
+    ] {
+        let resp = client()
+            .post(&url)
+            .bearer_auth(broker.token.expose())
+            .header("content-type", "application/json")
+            .header(header, value)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let row = broker.calls.recv().await.unwrap().row;
+        got.push((
+            status,
+            row.status,
+            row.error,
+            broker.policy.try_recv().ok().map(|p| p.rule),
+        ));
+    }
+    let refused = |header: &str| {
+        (
+            400,
+            CallStatus::Refused,
+            Some(format!(
+                "paddock broker: the `{header}` header asks a Bedrock option (a service tier, \
+                 latency-optimized inference, a guardrail of the account, a trace), billed or \
+                 run beyond the tokens the broker meters, which no budget would see; refused"
+            )),
+            Some("provider_state".to_string()),
+        )
+    };
+    assert_eq!(
+        (got, upstream.requests().len()),
+        (
+            vec![
+                refused("x-amzn-bedrock-service-tier"),
+                refused("x-amzn-bedrock-performanceconfig-latency"),
+                refused("x-amzn-bedrock-guardrailidentifier"),
+            ],
+            0
+        )
+    );
+    // The same call without them runs.
+    let resp = client()
+        .post(&url)
+        .bearer_auth(broker.token.expose())
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let row = broker.calls.recv().await.unwrap().row;
+    assert_eq!(
+        (status, row.status, upstream.requests().len()),
+        (200, CallStatus::Ok, 1)
     );
 }
 
