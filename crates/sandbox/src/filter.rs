@@ -36,8 +36,8 @@
 //!    one JEQ (or one or two JGE/JGT bound checks for a longer run) per
 //!    leaf, to the run's outcome; the numbers in no run are allowed;
 //! 4. the outcomes that read an argument (its low 32 bits, all the kernel
-//!    reads of these arguments): `socket` and `socketpair` (family
-//!    in `FAMILIES`, or type `SOCK_RAW` whatever the flags), `clone` (one
+//!    reads of these arguments): `socket` and `socketpair` (any family
+//!    but those in `FAMILIES`, or type `SOCK_RAW` whatever the flags), `clone` (one
 //!    JSET with every `CLONE_NS` flag), `ioctl` (`TIOCSTI`, `TIOCLINUX`),
 //!    the open calls (flags with `O_CREAT` or `O_TMPFILE`, then the mode)
 //!    and the mode calls (one JSET with `S_ISUID | S_ISGID`);
@@ -129,11 +129,16 @@ const OPENS: &[(&str, i64, u32)] = &[("open", libc::SYS_open, 1), ("openat", lib
 #[cfg(not(target_arch = "x86_64"))]
 const OPENS: &[(&str, i64, u32)] = &[("openat", libc::SYS_openat, 2)];
 
-/// Socket families denied (socket and socketpair's first argument).
+/// The socket families a job may open (socket and socketpair's first
+/// argument); every other is denied. Before, the list named the denied
+/// ones (netlink, packet, vsock), and a job could open any other family
+/// its kernel has: on a distribution kernel, asking for one (AF_ALG,
+/// AF_TIPC, AF_RDS, AF_CAN, Bluetooth, ...) loads its module, the code
+/// behind a run of privilege-escalation bugs.
 const FAMILIES: &[(&str, i32)] = &[
-    ("AF_NETLINK", libc::AF_NETLINK),
-    ("AF_PACKET", libc::AF_PACKET),
-    ("AF_VSOCK", libc::AF_VSOCK),
+    ("AF_UNIX", libc::AF_UNIX),
+    ("AF_INET", libc::AF_INET),
+    ("AF_INET6", libc::AF_INET6),
 ];
 
 /// Namespace flags `clone` may not carry.
@@ -260,9 +265,12 @@ pub fn program() -> Result<Vec<libc::sock_filter>, SetupError> {
 
     a.bind(leaves.socket);
     a.load(arg_low(0));
+    let kind = a.label();
     for (_, family) in FAMILIES {
-        a.jeq(word(*family)?, leaves.eperm, Next);
+        a.jeq(word(*family)?, kind, Next);
     }
+    a.ja(leaves.eperm);
+    a.bind(kind);
     a.load(arg_low(1));
     a.and(SOCK_TYPE_MASK);
     a.jeq(word(libc::SOCK_RAW)?, leaves.eperm, leaves.allow);
@@ -475,10 +483,13 @@ mod tests {
         for (_, nr) in DENIED {
             deny.insert(*nr, vec![]);
         }
-        let mut socket_rules = Vec::new();
+        // Any family but the allowed ones: one rule, its conditions all
+        // holding.
+        let mut other_family = Vec::new();
         for (_, family) in FAMILIES {
-            socket_rules.push(rule(vec![cond(0, SeccompCmpOp::Eq, *family as u64)?])?);
+            other_family.push(cond(0, SeccompCmpOp::Ne, *family as u64)?);
         }
+        let mut socket_rules = vec![rule(other_family)?];
         // SOCK_RAW, whatever the SOCK_NONBLOCK/SOCK_CLOEXEC bits.
         socket_rules.push(rule(vec![cond(
             1,
@@ -709,9 +720,32 @@ mod tests {
                 }
             }
         }
-        // Per call: 3 families × 6 types, and SOCK_RAW twice for the 62
-        // other domains.
-        assert_eq!(denied, 2 * (3 * 6 + 62 * 2));
+        // Per call: the 62 other domains × 6 types, and SOCK_RAW twice
+        // (with and without flags) for the 3 allowed families.
+        assert_eq!(denied, 2 * (62 * 6 + 3 * 2));
+        // The families a distribution kernel loads a module for on
+        // demand are among them, whatever the type.
+        for domain in [
+            libc::AF_ALG,
+            libc::AF_TIPC,
+            libc::AF_RDS,
+            libc::AF_CAN,
+            libc::AF_BLUETOOTH,
+            libc::AF_XDP,
+            libc::AF_KEY,
+            libc::AF_NETLINK,
+            libc::AF_PACKET,
+            libc::AF_VSOCK,
+        ] {
+            for kind in [libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET] {
+                let args = [domain as u64, kind as u64, 0, 0, 0, 0];
+                assert_eq!(
+                    f.both(native(), nr(libc::SYS_socket), args).0,
+                    errno(libc::EPERM),
+                    "family {domain}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -203,7 +203,9 @@ pub async fn republish(
     if let Some(at) = record.disposed_at {
         let refusal = RepublishError::Disposed {
             job_id: job_id.to_string(),
-            at: crate::time_text::rfc3339(at),
+            at: at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|_| at.to_string()),
         };
         return Err(refuse(store, job_id, lease, &artifacts, default_max, refusal).await);
     }

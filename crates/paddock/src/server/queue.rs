@@ -1154,8 +1154,7 @@ impl Queue {
                      it stays queued for it",
                     self.max_passed_over.as_secs(),
                     able.name,
-                    able.host,
-                    at = crate::time_text::rfc3339(at),
+                    able.host
                 );
                 false
             }

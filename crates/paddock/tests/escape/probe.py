@@ -72,6 +72,22 @@ def family(name):
     ok(True)
 
 
+def reach_family(number):
+    """Asks the kernel for socket family `number` (as a datagram, stream and
+    seqpacket socket): worked when the kernel itself answered, with a
+    socket or with its own refusal (no such family, no such type), since
+    the kernel then looked the family up, which on a distribution kernel
+    loads its module; refused only when the call was stopped before (EPERM
+    or EACCES)."""
+    for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM, socket.SOCK_SEQPACKET):
+        try:
+            socket.socket(int(number), kind, 0).close()
+        except OSError as e:
+            if e.errno in (1, 13):
+                ok(False)
+    ok(True)
+
+
 def child():
     pid = os.fork()
     if pid == 0:

@@ -151,6 +151,16 @@ fn probes() -> Vec<Probe> {
         root("open a packet socket", "$PY family packet"),
         p("open a vsock socket", "$PY family vsock"),
         root("open a raw socket", "$PY family raw"),
+        // Families the kernel looks up (a distribution kernel loads their
+        // module on demand): AF_ALG, AF_TIPC, AF_RDS, AF_CAN, Bluetooth,
+        // AF_SMC. Twin: the kernel answers itself, with a socket or its
+        // own refusal; confined, the filter stops the call before.
+        p("ask the kernel for the AF_ALG socket family", "$PY reach_family 38"),
+        p("ask the kernel for the AF_TIPC socket family", "$PY reach_family 30"),
+        p("ask the kernel for the AF_RDS socket family", "$PY reach_family 21"),
+        p("ask the kernel for the AF_CAN socket family", "$PY reach_family 29"),
+        p("ask the kernel for the Bluetooth socket family", "$PY reach_family 31"),
+        p("ask the kernel for the AF_SMC socket family", "$PY reach_family 43"),
         p("set up io_uring", "$PY io_uring"),
         p("use the kernel keyring", "$PY keyctl"),
         root("create a bpf map", "$PY bpf"),

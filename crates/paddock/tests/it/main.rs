@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod apply_attacks;
 mod backstop_streams;
 mod broker;
 mod check_ignore_attacks;
