@@ -407,6 +407,9 @@ pub struct ServeFile {
     pub allow_profiles: Option<Vec<String>>,
     /// Whether a submitted spec may ask for the `process` rung.
     pub allow_process: Option<bool>,
+    /// Whether a submitted spec may set `results.allow_ci_changes` (its
+    /// result pushed though it changes a CI definition).
+    pub allow_ci_changes: Option<bool>,
     /// Whether a submission this server cannot run (a secret, a file or
     /// its host's admission only another server of the fleet has) is
     /// stored queued for another server, where by default it is refused.
@@ -911,6 +914,7 @@ mod tests {
                     allow_hosts: None,
                     allow_profiles: None,
                     allow_process: None,
+                    allow_ci_changes: None,
                     accept_for_fleet: None,
                 },
                 caches: CachesFile {
@@ -975,9 +979,9 @@ mod tests {
                 load(&p).map_err(|e| said(&e)),
             ],
             [
-                Err("config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `accept_for_fleet`".to_owned()),
+                Err("config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `allow_ci_changes`, `accept_for_fleet`".to_owned()),
                 Err("config file FILE, line 7: field `hosts.heartbeat_secs`: invalid type: string \"ten\", expected a whole number, 0 or more".to_owned()),
-                Err("config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `accept_for_fleet`".to_owned()),
+                Err("config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `allow_ci_changes`, `accept_for_fleet`".to_owned()),
             ]
         );
         let sections = load_sections(&p).unwrap();
@@ -988,7 +992,7 @@ mod tests {
                 .map(|(s, e)| (s, said(e)))
                 .collect::<Vec<_>>(),
             vec![
-                (Section::Serve, "config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `accept_for_fleet`".to_owned()),
+                (Section::Serve, "config file FILE, line 3: field `serve.listen_adress`: unknown field `listen_adress`, expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, `allow_ci_changes`, `accept_for_fleet`".to_owned()),
                 (Section::Hosts, "config file FILE, line 7: field `hosts.heartbeat_secs`: invalid type: string \"ten\", expected a whole number, 0 or more".to_owned()),
             ]
         );

@@ -43,7 +43,61 @@ pub struct ResultsSpec {
     /// `http://` or `https://` URL with a host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_url: Option<String>,
+    /// Whether the result may be pushed (and proposed) when it adds,
+    /// changes, deletes or renames a CI definition (`.github/workflows/`,
+    /// `.gitlab-ci.yml`, …): the forge runs such a file at the push, with
+    /// the repository's CI secrets, before anyone reviews it. Default
+    /// `false`: such a result is kept, not published. A server lets a
+    /// submitted spec set it only when its operator allows it (`[serve]
+    /// allow_ci_changes`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub allow_ci_changes: bool,
 }
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Why `url` is not a ticket URL: an absolute `http://` or `https://` URL
+/// with a host, of printable ASCII, holding none of the characters
+/// RFC 3986 keeps out of a URL and Markdown reads (a space, `"`, `<`,
+/// `>`, `\`, `^`, `` ` ``, `{`, `|`, `}`). It is written into the pull
+/// request's body and the closeout on the forge as an autolink (`<URL>`),
+/// which such a URL cannot end early: a line break in it started a line of
+/// its own there (a GitLab quick action such as `/merge`, run with the
+/// bot's token; a mention; a forged section; an HTML comment hiding the
+/// rest). A non-ASCII character is written percent-encoded. The reason
+/// quotes the URL (the spec's errors escape what is not plain text).
+pub fn check_ticket_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("`{url}` must start with http:// or https://"))?;
+    if let Some(c) = url.chars().find(|c| !c.is_ascii_graphic()) {
+        return Err(format!(
+            "`{url}` holds U+{:04X}: a ticket URL is printable ASCII without spaces \
+             (percent-encode the rest)",
+            u32::from(c)
+        ));
+    }
+    if let Some(c) = url.chars().find(|c| TICKET_URL_REFUSED.contains(*c)) {
+        return Err(format!(
+            "`{url}` holds {c:?}: a ticket URL holds none of {TICKET_URL_REFUSED_SHOWN} \
+             (percent-encode them)"
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.is_empty() || authority.starts_with(':') {
+        return Err(format!("`{url}` has no host"));
+    }
+    Ok(())
+}
+
+/// The printable ASCII characters a ticket URL may not hold
+/// ([`check_ticket_url`]).
+const TICKET_URL_REFUSED: &str = "\"<>\\^`{|}";
+/// [`TICKET_URL_REFUSED`] as its refusal names them.
+const TICKET_URL_REFUSED_SHOWN: &str = "`\"`, `<`, `>`, `\\`, `^`, `` ` ``, `{`, `|` and `}`";
 
 /// Why `url` is not a webhook URL: `http://` or `https://`, a host, no
 /// spaces or control characters.
@@ -136,6 +190,7 @@ impl Default for ResultsSpec {
             gitlab: None,
             push: None,
             webhook_url: None,
+            allow_ci_changes: false,
         }
     }
 }
@@ -332,6 +387,7 @@ mod tests {
                 gitlab: None,
                 push: None,
                 webhook_url: None,
+                allow_ci_changes: false,
             }
         );
         let gh = spec.github.unwrap();

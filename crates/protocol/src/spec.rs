@@ -1424,6 +1424,10 @@ impl JobSpec {
             crate::results::check_webhook_url(url)
                 .map_err(|reason| bad("results.webhook_url", reason))?;
         }
+        if let Some(url) = &self.results.ticket_url {
+            crate::results::check_ticket_url(url)
+                .map_err(|reason| bad("results.ticket_url", reason))?;
+        }
         if self.ticket.title.trim().is_empty() {
             return Err(bad("ticket.title", "must not be empty".into()));
         }
@@ -2281,6 +2285,76 @@ scenario = "s.toml"
             JobSpec::from_stored_for_cleanup("{}", origin),
             Err(SpecError::Parse { .. })
         ));
+    }
+
+    /// `results.ticket_url` is written into the pull request's body and
+    /// the closeout on the forge as an autolink: a URL that could end it
+    /// or its line (a line break before `/merge`, a GitLab quick action
+    /// run with the bot's token; a space, `>`, a backtick), that is not
+    /// http(s) or has no host is refused naming the field; parentheses,
+    /// a query and percent-encoding are kept. A stored spec holding one
+    /// loads to clean up after its job only. Before, any text was taken.
+    #[test]
+    fn a_ticket_url_that_could_leave_its_link_is_refused() {
+        let said = [
+            "https://t.example/1\\n/merge",
+            "https://t.example/1 /approve",
+            "https://t.example/1>x",
+            "https://t.example/`x",
+            "javascript:alert(1)",
+            "https://",
+            "https://t.example/caf\u{e9}",
+        ]
+        .map(|url| {
+            parse(&format!("[results]\nticket_url = \"{url}\"\n"))
+                .map(|_| ())
+                .map_err(|e| e.replace("job spec spec.toml: field `results.ticket_url`: ", ""))
+        });
+        let refused = "a ticket URL holds none of `\"`, `<`, `>`, `\\`, `^`, `` ` ``, `{`, `|` \
+                       and `}` (percent-encode them)";
+        assert_eq!(
+            said,
+            [
+                Err(
+                    "`https://t.example/1\\u{a}/merge` holds U+000A: a ticket URL is printable \
+                     ASCII without spaces (percent-encode the rest)"
+                        .to_string()
+                ),
+                Err(
+                    "`https://t.example/1 /approve` holds U+0020: a ticket URL is printable \
+                     ASCII without spaces (percent-encode the rest)"
+                        .to_string()
+                ),
+                Err(format!("`https://t.example/1>x` holds '>': {refused}")),
+                Err(format!("`https://t.example/`x` holds '`': {refused}")),
+                Err("`javascript:alert(1)` must start with http:// or https://".to_string()),
+                Err("`https://` has no host".to_string()),
+                Err(
+                    "`https://t.example/caf\u{e9}` holds U+00E9: a ticket URL is printable \
+                     ASCII without spaces (percent-encode the rest)"
+                        .to_string()
+                ),
+            ]
+        );
+        let kept = "https://tracker.example/browse/T-1?q=(a)&r=%20x#c";
+        assert_eq!(
+            parse(&format!("[results]\nticket_url = \"{kept}\"\n"))
+                .map(|s| s.results.ticket_url)
+                .map_err(|e| e.to_string()),
+            Ok(Some(kept.to_string()))
+        );
+        let mut spec = parse("").unwrap();
+        spec.results.ticket_url = Some("https://t.example/1\n/merge".to_string());
+        let stored = serde_json::to_string(&spec).unwrap();
+        let origin = Path::new("the store");
+        assert!(matches!(
+            JobSpec::from_stored(&stored, origin),
+            Err(SpecError::Invalid { ref field, .. }) if field == "results.ticket_url"
+        ));
+        assert_eq!(
+            JobSpec::from_stored_for_cleanup(&stored, origin).unwrap(),
+            spec
+        );
     }
 
     /// The names a closeout, a pull request and the job tables show (the

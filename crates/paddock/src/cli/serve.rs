@@ -93,6 +93,12 @@ pub struct ServeArgs {
     /// job runs as this server's user, with its files and network).
     #[arg(long)]
     pub allow_process: bool,
+    /// Let a submitted spec set `results.allow_ci_changes`: its result
+    /// pushed though it changes a CI definition (`.github/workflows/`,
+    /// `.gitlab-ci.yml`, …), which the forge runs at the push with the
+    /// repository's CI secrets.
+    #[arg(long)]
+    pub allow_ci_changes: bool,
     /// Accept a job this server cannot run (a secret, a file or a
     /// credential of its spec only another server of the fleet sharing
     /// the store has) and queue it for that server, where without it such
@@ -219,6 +225,7 @@ pub async fn exec(
         allow_hosts: Some(args.allow_hosts),
         allow_profiles: Some(args.allow_profiles),
         allow_process: args.allow_process.then_some(true),
+        allow_ci_changes: args.allow_ci_changes.then_some(true),
         accept_for_fleet: args.accept_for_fleet.then_some(true),
     };
     let store = open_store(paths).await?;

@@ -123,18 +123,22 @@ struct Facts<'a> {
     ticket_id: &'a str,
     /// A code span (an issue tracker's title is anyone's text), or empty.
     ticket_title: String,
-    /// Parentheses encoded: the URL cannot end its Markdown link early.
+    /// An autolink ([`ticket_link`]).
     ticket_url: Option<String>,
     attempt: u32,
     status: &'a str,
     reason: Option<String>,
     engine: &'a str,
-    model: &'a str,
-    rung: &'a str,
+    /// What the spec or the record names (the model, the rung, the
+    /// branch, the base revision, the commit): code spans ([`code`]),
+    /// which a backtick in the value cannot close (a `^{/…}` search may
+    /// hold one).
+    model: String,
+    rung: String,
     session: Option<String>,
-    branch: &'a str,
-    base_ref: &'a str,
-    commit: Option<&'a str>,
+    branch: String,
+    base_ref: String,
+    commit: Option<String>,
     /// The first `CHANGED_MAX` changed files, and a line counting the rest.
     changed_files: Vec<String>,
     /// How many files changed.
@@ -210,8 +214,22 @@ fn one_line_within(text: &str, max: usize) -> String {
 /// as it is: no mention, issue reference or closing keyword, no link,
 /// image, HTML or heading, and no line of its own (a line break became a
 /// space).
-fn code(text: &str) -> String {
+pub(crate) fn code(text: &str) -> String {
     fenced(&one_line(text))
+}
+
+/// The ticket's URL as the closeout and the pull request's body link it:
+/// an autolink (`<URL>`) when it is one a spec may give
+/// (`paddock_protocol::results::check_ticket_url`: nothing in it ends the
+/// autolink or the line), else a code span ([`code`]), whatever reached
+/// here. Before, it was written as it came, and a line break in it
+/// started a line on the forge (a GitLab quick action such as `/merge`, a
+/// mention, a forged section).
+pub fn ticket_link(url: &str) -> String {
+    match paddock_protocol::results::check_ticket_url(url) {
+        Ok(()) => format!("<{url}>"),
+        Err(_) => code(url),
+    }
 }
 
 /// A path the job made (a changed file, build output left out) as a
@@ -737,19 +755,17 @@ fn render_capped(
         } else {
             code(input.ticket_title)
         },
-        ticket_url: input
-            .ticket_url
-            .map(|u| u.replace('(', "%28").replace(')', "%29")),
+        ticket_url: input.ticket_url.map(ticket_link),
         attempt: record.attempt,
         status: record.status.as_str(),
         reason: record.reason.as_deref().map(code),
         engine: &record.engine,
-        model: &record.model,
-        rung: &record.isolation,
+        model: code(&record.model),
+        rung: code(&record.isolation),
         session: found.session.clone(),
-        branch: &record.branch,
-        base_ref: input.started_on.unwrap_or(&record.base_ref),
-        commit: input.commit,
+        branch: code(&record.branch),
+        base_ref: code(input.started_on.unwrap_or(&record.base_ref)),
+        commit: input.commit.map(code),
         changed_files: {
             let mut listed: Vec<String> = record
                 .changed_files
@@ -821,7 +837,8 @@ fn render_capped(
 /// finds the closeout a job already posted, to edit it rather than post
 /// another; a comment quoting one starts otherwise. The id is read from
 /// the template's own line (it starts `Job ` or, with a ticket link,
-/// `Ticket: `), never from the job's text (its reason, above, is a code
+/// `Ticket: `: `Ticket: [` in a closeout posted before the link was an
+/// autolink), never from the job's text (its reason, above, is a code
 /// span that may hold "Job `job-…`": no line starts with the job's text).
 pub fn job_of(body: &str) -> Option<&str> {
     if !body.starts_with(HEADING) {
@@ -829,7 +846,7 @@ pub fn job_of(body: &str) -> Option<&str> {
     }
     let line = body
         .lines()
-        .find(|l| l.starts_with("Job `") || l.starts_with("Ticket: ["))?;
+        .find(|l| l.starts_with("Job `") || l.starts_with("Ticket: "))?;
     let start = line.find("Job `job-")? + "Job `".len();
     let rest = line.get(start..)?;
     let id = &rest[..rest.find('`')?];
@@ -840,7 +857,7 @@ pub fn job_of(body: &str) -> Option<&str> {
 /// The pull request's body: the ticket's title and link, the closeout.
 pub fn pull_request_body(closeout: &str, ticket_url: Option<&str>) -> String {
     let link = ticket_url
-        .map(|u| format!("Ticket: {u}\n\n"))
+        .map(|u| format!("Ticket: {}\n\n", ticket_link(u)))
         .unwrap_or_default();
     format!("{link}Opened by Paddock; never merged by it.\n\n{closeout}")
 }
@@ -867,6 +884,7 @@ mod tests {
         let cases = [
             "## Paddock closeout: T-1 attempt 1 · Fix\n\n**done**\n\nJob `job-01ab` · codex `m` on the `process` rung\n",
             "## Paddock closeout: T-1 attempt 1 · Fix\n\nTicket: [T-1](https://t/1) · Job `job-cd2` · codex\n",
+            "## Paddock closeout: T-1 attempt 1 · Fix\n\nTicket: <https://t/1> · Job `job-ef3` · codex\n",
             "> ## Paddock closeout: T-1 attempt 1 · Fix\n>\n> Job `job-01ab` · codex\n",
             "Looks good. Job `job-01ab` · codex\n",
             "## Paddock closeout: T-1 attempt 1\n\nJob `job-` · codex\n",
@@ -878,6 +896,7 @@ mod tests {
             [
                 Some("job-01ab"),
                 Some("job-cd2"),
+                Some("job-ef3"),
                 None,
                 None,
                 None,
@@ -1697,8 +1716,59 @@ mod tests {
                 "",
                 "**done**",
                 "",
-                "Ticket: [T-7](https://tracker.example/T-7%29[y]%28https://evil.example) · Job `job-1` · codex `gpt-5.5` on the `sandbox` rung",
+                "Ticket: <https://tracker.example/T-7)[y](https://evil.example> · Job `job-1` · codex `gpt-5.5` on the `sandbox` rung",
             ]
+        );
+        assert_eq!(job_of(&text), Some("job-1"));
+    }
+
+    /// What the spec names reaches the forge as text that starts no line
+    /// and closes no code span: a ticket URL holding line breaks (a GitLab
+    /// quick action `/merge`, a mention, an HTML comment hiding the rest)
+    /// is one code span in the pull request's body and the closeout, a
+    /// `^{/…}` base revision or a model holding a backtick stays in its
+    /// span. Before, the URL was written raw (`Ticket: URL`, and in the
+    /// closeout's link) and the base and model inside one backtick each.
+    #[test]
+    fn the_specs_text_starts_no_line_and_closes_no_span() {
+        let mut record = record(JobStatus::Done, &["src/lib.rs"]);
+        record.base_ref = "main^{/fix `@acme/owners` x}".into();
+        record.model = "gpt`\n/merge".into();
+        let url = "https://t.example/1\n/merge\n@acme/owners <!--";
+        let text = render(
+            &record,
+            &[],
+            &CloseoutInput {
+                ticket_url: Some(url),
+                commit: Some("abc123"),
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        let body = pull_request_body(&text, Some(url));
+        assert_eq!(
+            body.lines().take(13).collect::<Vec<_>>(),
+            vec![
+                "Ticket: `https://t.example/1 /merge @acme/owners <!--`",
+                "",
+                "Opened by Paddock; never merged by it.",
+                "",
+                "## Paddock closeout: T-7 attempt 2",
+                "",
+                "**done**",
+                "",
+                "Ticket: `https://t.example/1 /merge @acme/owners <!--` · Job `job-1` · codex ``gpt` /merge`` on the `sandbox` rung",
+                "",
+                "### What was done",
+                "1 file(s) changed on `paddock/T-7/2`, one commit `abc123` on ``main^{/fix `@acme/owners` x}``:",
+                "- `src/lib.rs`",
+            ]
+        );
+        assert_eq!(
+            body.lines()
+                .filter(|l| l.starts_with(['/', '@', '<']))
+                .collect::<Vec<_>>(),
+            Vec::<&str>::new()
         );
         assert_eq!(job_of(&text), Some("job-1"));
     }

@@ -513,6 +513,12 @@ pub fn proposes(spec: &JobSpec) -> bool {
     spec.results.github.is_some() || spec.results.gitlab.is_some()
 }
 
+/// Whether a publish of a job of `spec` pushes its branch to a remote (a
+/// forge's, or `[results.push]`'s), where CI may run it.
+fn pushes(spec: &JobSpec) -> bool {
+    proposes(spec) || spec.results.push.is_some()
+}
+
 /// Whether a publish of a job that ended `status` with the result commit
 /// `commit` opens its forge: the outbox (a directory, no credential) for
 /// every job; GitHub and GitLab only for a `done` job's change, all that is
@@ -768,8 +774,7 @@ async fn push_result(
     // Nowhere to push (the outbox): nothing to read or borrow, no
     // process started for it (the source's object directory was asked
     // for every local job).
-    if spec.results.push.is_none() && spec.results.github.is_none() && spec.results.gitlab.is_none()
-    {
+    if !pushes(spec) {
         return Ok(());
     }
     // A bundle of the new objects only: the push borrows the base's.
@@ -941,7 +946,10 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     if out.in_source {
         links.push((
             "branch".to_string(),
-            format!("`{}` in the source repository", input.record.branch),
+            format!(
+                "{} in the source repository",
+                closeout::code(&input.record.branch)
+            ),
         ));
     }
     // A `HEAD`-based job's commit is on the branch the source had
@@ -980,7 +988,16 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     // (GitHub lists no installation tokens: one whose answer was dropped
     // lives its hour). A publish cancelled before it began mints nothing.
     let opened = opens_forge(spec, input.record.status, input.commit);
-    let session = match (opened, cancel.is_cancelled()) {
+    // A change to a CI definition is not pushed (the forge would run it
+    // at the push) unless the spec allows it: refused before the forge
+    // is opened, so no token is minted for it.
+    let ci_refused = match (pushes(spec), input.commit, input.record.status) {
+        (true, Some(_), JobStatus::Done) if !spec.results.allow_ci_changes => {
+            super::ci_definitions::refusal(&input.record.id, &input.record.changed_files)
+        }
+        _ => None,
+    };
+    let session = match (opened && ci_refused.is_none(), cancel.is_cancelled()) {
         (false, _) | (_, true) => None,
         (true, false) => {
             let opening = open_forge(spec, input.artifacts);
@@ -1000,6 +1017,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         // artifacts' alone.
         if !opened {
             return Ok((None, Posted::default(), render(input.record, &links)));
+        }
+        if let Some(why) = &ci_refused {
+            return Err(Some(why.clone()));
         }
         let Some(session) = &session else {
             return Err(None);
@@ -1036,7 +1056,11 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                     if let Some(target) = &spec.results.push {
                         links.push((
                             "branch".to_string(),
-                            format!("`{}` pushed to {}", input.record.branch, target.url),
+                            format!(
+                                "{} pushed to {}",
+                                closeout::code(&input.record.branch),
+                                closeout::code(&target.url)
+                            ),
                         ));
                     }
                     let closeout = render(input.record, &links);

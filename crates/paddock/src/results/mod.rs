@@ -3,7 +3,9 @@
 //! own git directory and a bundle beside the patch (`conclude.rs`: only the
 //! job's new objects where `base_objects.rs` finds the base kept on the
 //! host); the branch is fetched into a local source (`source.rs`) and pushed with
-//! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
+//! credentials only Paddock holds (`push.rs`), never one that changes a CI
+//! definition the forge would run at the push unless the spec allows it
+//! (`ci_definitions.rs`); a forge (`forge.rs`: GitHub
 //! in `github.rs` with a per-job App token from `github_app.rs` (recorded
 //! until revoked by `github_app_record.rs`), GitLab in
 //! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`
@@ -19,6 +21,7 @@
 
 pub mod base_objects;
 pub mod bounce;
+pub mod ci_definitions;
 pub mod closeout;
 pub mod closeout_record;
 pub mod conclude;

@@ -107,6 +107,10 @@ impl ServeConfig {
                 // The config file's, set by the server (`AppState::new`).
                 default_profile: None,
                 process: flags.allow_process.or(file.allow_process).unwrap_or(false),
+                ci_changes: flags
+                    .allow_ci_changes
+                    .or(file.allow_ci_changes)
+                    .unwrap_or(false),
                 // The server's own, set by `AppState::new`.
                 server_own: Vec::new(),
             },
@@ -140,6 +144,7 @@ mod tests {
             allow_hosts: None,
             allow_profiles: None,
             allow_process: None,
+            allow_ci_changes: None,
             accept_for_fleet: None,
         };
         let flags = ServeFile {
@@ -156,6 +161,7 @@ mod tests {
             allow_hosts: None,
             allow_profiles: None,
             allow_process: None,
+            allow_ci_changes: None,
             accept_for_fleet: None,
         };
         assert_eq!(

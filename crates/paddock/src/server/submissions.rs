@@ -30,6 +30,10 @@
 //! `isolation`, else the sandbox where the host can start one, else
 //! `process` (a host without a sandbox, e.g. a container, is the
 //! operator's choice of isolation).
+//! Nor may it set `results.allow_ci_changes` unless the operator allows
+//! it (`allow_ci_changes`): its result, pushed into the project's
+//! repository, would have the forge run the CI definitions the job wrote,
+//! with the repository's CI secrets.
 //! The same check runs again on the server that claims a queued job
 //! (`server::queue`), against that server's own settings: a fleet's
 //! servers may allow different things, and a path means its own host's
@@ -59,6 +63,9 @@ pub struct Submissions {
     /// Whether a spec may ask for the `process` rung (`[serve]
     /// allow_process`).
     pub process: bool,
+    /// Whether a spec may set `results.allow_ci_changes` (`[serve]
+    /// allow_ci_changes`).
+    pub ci_changes: bool,
     /// The server's own places (its jobs directory, its artifacts, its
     /// SQLite file), never a submitted spec's to name even under an
     /// allowed directory: every job's workspace, source mirror, patch and
@@ -136,6 +143,14 @@ pub enum SubmissionError {
          out (or `auto`) or ask for `sandbox`"
     )]
     Process,
+    #[error(
+        "results.allow_ci_changes: a submitted spec may not have its result pushed when it \
+         changes a CI definition (`.github/workflows/`, `.gitlab-ci.yml`, …), which the forge \
+         runs at the push with the repository's CI secrets, unless the server allows it \
+         (`[serve] allow_ci_changes = true` or `paddock serve --allow-ci-changes`); leave it \
+         out, and such a result is kept, not pushed"
+    )]
+    CiChanges,
 }
 
 impl Submissions {
@@ -145,6 +160,9 @@ impl Submissions {
     pub fn check(&self, spec: &JobSpec, own: Option<&Path>) -> Result<(), SubmissionError> {
         if spec.isolation == Isolation::Process && !self.process {
             return Err(SubmissionError::Process);
+        }
+        if spec.results.allow_ci_changes && !self.ci_changes {
+            return Err(SubmissionError::CiChanges);
         }
         // The server's default profile, whatever it names; another stored
         // profile, preset or profile file only when listed as it is named:

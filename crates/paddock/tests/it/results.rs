@@ -1383,7 +1383,7 @@ async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never
     );
     let body = pr["body"].as_str().unwrap();
     assert!(
-        body.starts_with("Ticket: https://tracker.example/T-1\n\n"),
+        body.starts_with("Ticket: <https://tracker.example/T-1>\n\n"),
         "{body}"
     );
     assert_eq!(mock.labels(), vec![(1, vec!["paddock".to_string()])]);
@@ -2736,7 +2736,7 @@ async fn a_plain_token_pushes_the_branch_without_a_forge() {
         links,
         Some(format!(
             "- branch: `{branch}` in the source repository\n- branch: `{branch}` pushed to \
-             {}/widgets.git\n- \
+             `{}/widgets.git`\n- \
              pull request: file://{}",
             server.url,
             outbox.join("pull-request.md").display()
@@ -3699,7 +3699,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
     );
     let description = mr["description"].as_str().unwrap();
     assert!(
-        description.starts_with("Ticket: https://tracker.example/T-1\n\n"),
+        description.starts_with("Ticket: <https://tracker.example/T-1>\n\n"),
         "{description}"
     );
     let closeout = home.closeout(&record.id);
@@ -3901,6 +3901,85 @@ async fn a_failed_gitlab_publish_still_revokes_its_token() {
             Vec::<PathBuf>::new(),
         ),
         "{reason}"
+    );
+}
+
+/// A job that writes a CI definition (`.gitlab-ci.yml`, which GitLab
+/// runs at the push with the project's CI variables) has its publish
+/// refused naming it: no token minted, no request to the forge, no branch
+/// on the remote, the patch kept for `paddock diff`; `paddock publish`
+/// refuses it again. With `results.allow_ci_changes = true` the same
+/// change is pushed and proposed. Before, the branch was pushed as it
+/// came.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_to_a_ci_definition_is_not_pushed_unless_the_spec_allows_it() {
+    let home = Home::new();
+    let (repo, bare, mock, server) = gitlab_setup(&home).await;
+    let body =
+        finishing("printf 'x:\\n  script: env\\n' > .gitlab-ci.yml && printf 'fixed\\n' > fix.txt");
+    let spec = stand_in_job(&home, &repo, &body);
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let job = run_with_gitlab_token(&home, &spec, &[]).await;
+    let again = home
+        .paddock(
+            &["publish", "--json", &job.id],
+            &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
+        )
+        .await;
+    let diff = home.paddock(&["diff", &job.id], &[]).await;
+    let refused = format!(
+        "publishing the result failed: the result adds, changes, deletes or renames CI \
+         definitions (`.gitlab-ci.yml`), which the forge would run at the push with the \
+         repository's CI secrets, before any review: nothing was pushed (the patch and the \
+         branch's bundle stay: `paddock diff {id}`, `paddock apply {id}`); a spec that means to \
+         change CI sets `results.allow_ci_changes = true` (docs/results.md)",
+        id = job.id
+    );
+    assert_eq!(
+        (
+            job.status,
+            job.reason.clone(),
+            record(&again).reason,
+            mock.requests().len(),
+            mock.minted().len(),
+            git(&bare, &["branch", "--list", "paddock/*"]),
+            String::from_utf8_lossy(&diff.stdout).contains("+++ b/.gitlab-ci.yml"),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some(refused.clone()),
+            Some(refused),
+            0,
+            0,
+            String::new(),
+            true,
+        )
+    );
+    // Opted in: the same change is pushed and proposed.
+    let spec = stand_in_job(&home, &repo, &body);
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("[results]\n", "[results]\nallow_ci_changes = true\n")
+        .replace("id = \"T-1\"", "id = \"T-2\"");
+    std::fs::write(&spec, text).unwrap();
+    let allowed = run_with_gitlab_token(&home, &spec, &[]).await;
+    assert_eq!(
+        (
+            allowed.status,
+            allowed.reason,
+            git(
+                &bare,
+                &["show", &format!("{}:.gitlab-ci.yml", allowed.branch)]
+            ),
+            mock.merge_requests().len(),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            None,
+            "x:\n  script: env\n".to_string(),
+            1,
+        )
     );
 }
 

@@ -188,6 +188,24 @@ fn only_what_the_server_allows_may_be_named() {
         ),
         (Err(SubmissionError::Process), Ok(()), Ok(()), Ok(()))
     );
+    // A result pushed though it changes a CI definition only where the
+    // server allows it.
+    let ci = |allow: bool| {
+        up(
+            "env:OPENAI_API_KEY",
+            &format!("[results]\nallow_ci_changes = {allow}\n"),
+        )
+    };
+    let mut ci_changes = with.clone();
+    ci_changes.ci_changes = true;
+    assert_eq!(
+        (
+            check(&with, &ci(true)),
+            check(&with, &ci(false)),
+            check(&ci_changes, &ci(true)),
+        ),
+        (Err(SubmissionError::CiChanges), Ok(()), Ok(()))
+    );
     // The server's own path (a turn's inline source) is not checked.
     let own = dir.path().join("jobs/.turn-1");
     let turn = format!(
