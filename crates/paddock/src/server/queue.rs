@@ -198,7 +198,11 @@ impl From<NotHere> for PassOver {
 const WHY_MAX: usize = 1500;
 
 /// The reason a queued job carries once server `me` passed it over for
-/// `why` (at most [`WHY_MAX`] bytes of it).
+/// `why` (at most [`WHY_MAX`] bytes of it): what happens next in words
+/// true of a lone server as of a fleet's (this server looks again after
+/// [`RECHECK_PASSED_OVER`], so what is fixed here is seen; a cancel ends
+/// it). Before, "it stays queued for a server that can" read, on a server
+/// with no other, as waiting for one that does not exist.
 pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
     let (not, can, why) = match why {
         PassOver::MayNot(refused) => ("may not", "may", refused.to_string()),
@@ -207,7 +211,8 @@ pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
     let why = crate::output::keep_end(&why, WHY_MAX);
     format!(
         "not run by host {} (jobs directory {}), which {not} run job {id}: {why}; it stays \
-         queued for a server that {can}",
+         queued until a server that {can} run it claims it: this one looks again every minute, \
+         and a cancel ends it",
         me.name, me.host
     )
 }

@@ -426,8 +426,8 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
         format!(
             "not run by host {} (jobs directory {}), which cannot run job {id}: engine codex: \
              engine.binary {} does not exist or is not executable (set engine.binary to the \
-             engine's executable, or remove it to run `codex` from PATH); it stays queued for a \
-             server that can",
+             engine's executable, or remove it to run `codex` from PATH); it stays queued until a server that can run it \
+             claims it: this one looks again every minute, and a cancel ends it",
             me.name,
             me.host,
             gone.display()
@@ -521,7 +521,7 @@ async fn a_claimed_sandbox_job_where_no_sandbox_starts_is_passed_over() {
                 "not run by host {} (jobs directory {}), which cannot run job {id}: isolation = \
                  \"sandbox\": this host cannot start Paddock's sandbox: no user namespaces \
                  (`paddock doctor` shows what is missing; `isolation = \"process\"` runs \
-                 unconfined); it stays queued for a server that can",
+                 unconfined); it stays queued until a server that can run it claims it: this one looks again every minute, and a cancel ends it",
                 me.name, me.host
             )),
             None,
@@ -554,7 +554,7 @@ fn a_passed_over_reason_keeps_the_end_of_a_long_why() {
         passed_over_reason("job-1", &owner, &refused),
         format!(
             "not run by host b-1 (jobs directory 3f9c), which may not run job job-1: \
-             …{tail}{end}; it stays queued for a server that may"
+             …{tail}{end}; it stays queued until a server that may run it claims it: this one looks again every minute, and a cancel ends it"
         )
     );
 }
@@ -684,8 +684,8 @@ async fn a_claimed_job_naming_what_this_host_has_not_is_passed_over_not_failed()
         (
             JobStatus::Queued,
             Some(format!(
-                "not run by host {} (jobs directory {}), which cannot run job {id}: {why}; it \
-                 stays queued for a server that can",
+                "not run by host {} (jobs directory {}), which cannot run job {id}: {why}; it stays queued until a server that can run it \
+                 claims it: this one looks again every minute, and a cancel ends it",
                 me.name, me.host
             )),
             None,
@@ -784,8 +784,8 @@ async fn a_passed_over_job_is_claimed_again_and_runs_once_this_host_has_what_it_
                 "not run by host {} (jobs directory {}), which cannot run job {id}: \
                  upstream.scenario {}: cannot be read on this host (No such file or directory \
                  (os error 2)); the server that runs the job reads it there: put it at that \
-                 path on this host for this server to run the job; it stays queued for a \
-                 server that can",
+                 path on this host for this server to run the job; it stays queued until a server that can run it \
+                 claims it: this one looks again every minute, and a cancel ends it",
                 me.name,
                 me.host,
                 later.display()
@@ -892,8 +892,8 @@ async fn a_claimed_auto_job_a_profile_refuses_on_the_fallback_rung_is_passed_ove
                          because this host cannot start Paddock's sandbox: no user namespaces); \
                          a server whose sandbox starts runs the job there, where the rule is \
                          enforced: make Paddock's sandbox start on this host (`paddock doctor` \
-                         shows what is missing) for this server to run the job; it stays queued \
-                         for a server that can",
+                         shows what is missing) for this server to run the job; it stays queued until a server that can run it \
+                         claims it: this one looks again every minute, and a cancel ends it",
                         me.name, me.host, ids[0]
                     )),
                     None,
@@ -974,8 +974,8 @@ async fn a_submission_this_host_cannot_run_is_queued_for_another_and_a_wrong_one
             true,
             JobStatus::Queued,
             Some(format!(
-                "not run by host {} (jobs directory {}), which cannot run job {}: {why}; it \
-                 stays queued for a server that can",
+                "not run by host {} (jobs directory {}), which cannot run job {}: {why}; it stays queued until a server that can run it \
+                 claims it: this one looks again every minute, and a cancel ends it",
                 me.name,
                 me.host,
                 id(n)
@@ -1034,7 +1034,7 @@ async fn a_submission_this_host_cannot_run_is_queued_for_another_and_a_wrong_one
     let reason = |n: usize| {
         let full = got[n].as_ref().unwrap().3.clone().unwrap();
         let (_, why) = full.split_once(": ").unwrap();
-        why.trim_end_matches("; it stays queued for a server that can")
+        why.trim_end_matches("; it stays queued until a server that can run it claims it: this one looks again every minute, and a cancel ends it")
             .to_owned()
     };
     assert_eq!(
