@@ -15,6 +15,7 @@ pub mod host_profile;
 pub mod job;
 pub mod ledger;
 pub mod lexical_path;
+pub mod local_source;
 pub mod network;
 pub mod parse_error;
 pub mod plain_text;
@@ -34,6 +35,7 @@ pub use host_profile::{
 };
 pub use job::{JobRecord, JobStatus};
 pub use ledger::{CallStatus, ModelCall};
+pub use local_source::{LocalSource, SourceForm};
 pub use network::{
     Destination, Host, HostPattern, NetworkLimits, NetworkSpec, SetupNetwork, SetupSpec,
 };

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::context::ContextSpec;
+use crate::local_source::{url_is, LocalSource, SourceForm, UrlIs};
 use crate::network::{NetworkSpec, SetupSpec};
 use crate::results::ResultsSpec;
 
@@ -54,6 +55,10 @@ pub enum SpecError {
 pub enum HostReference<'a> {
     /// A file or directory read on the host (absolute once loaded).
     Path { field: &'static str, path: &'a Path },
+    /// The local repository the job is cloned from
+    /// ([`JobSpec::local_source`]): a path, and the paths git may open
+    /// for it ([`LocalSource::tried`]).
+    Source(LocalSource<'a>),
     /// A secret the host resolves (`env:NAME`, `file:PATH`).
     Secret {
         field: &'static str,
@@ -1023,11 +1028,14 @@ impl JobSpec {
             join(p);
         }
         if let Some(url) = self.repository.url.as_mut() {
-            // A URL without a scheme and not scp-like (`host:path`) is a local
-            // path, made absolute: it is cloned (and mirrored, keyed by the
-            // URL) from another working directory than the caller's.
-            if !url.contains("://") && !url.contains(':') && !Path::new(url.as_str()).is_absolute()
-            {
+            // A URL git reads as a local path (`local_source::url_is`) is
+            // made absolute: it is cloned (and mirrored, keyed by the URL)
+            // from another working directory than the caller's.
+            let relative = match url_is(url) {
+                UrlIs::Local(path, SourceForm::PathUrl) => path.is_relative(),
+                UrlIs::Local(..) | UrlIs::Remote => false,
+            };
+            if relative {
                 *url = joined(Path::new(url.as_str())).display().to_string();
             }
         }
@@ -1079,7 +1087,12 @@ impl JobSpec {
         self.host_references()
             .into_iter()
             .filter_map(|r| match r {
-                HostReference::Path { field, path } if path.is_relative() => Some((field, path)),
+                HostReference::Path { field, path }
+                | HostReference::Source(LocalSource { field, path, .. })
+                    if path.is_relative() =>
+                {
+                    Some((field, path))
+                }
                 HostReference::Secret {
                     field,
                     key: KeyRef::File(path),
@@ -1100,17 +1113,8 @@ impl JobSpec {
     /// field that names a host path or secret belongs in both.
     pub fn host_references(&self) -> Vec<HostReference<'_>> {
         let mut refs = Vec::new();
+        refs.extend(self.local_source().map(HostReference::Source));
         let mut paths: Vec<(&'static str, &Path)> = Vec::new();
-        if let Some(p) = &self.repository.path {
-            paths.push(("repository.path", p));
-        }
-        if let Some(url) = &self.repository.url {
-            if let Some(local) = url.strip_prefix("file://") {
-                paths.push(("repository.url", Path::new(local)));
-            } else if !url.contains("://") && !url.contains(':') {
-                paths.push(("repository.url", Path::new(url.as_str())));
-            }
-        }
         if let Some(p) = &self.upstream.scenario {
             paths.push(("upstream.scenario", p));
         }
@@ -1133,8 +1137,10 @@ impl JobSpec {
         if let Some(push) = &self.results.push {
             // A `file://` remote is a repository on the host the branch is
             // pushed into: a path written, not a place connected to.
-            if let Some(local) = push.url.strip_prefix("file://") {
-                paths.push(("results.push.url", Path::new(local)));
+            if let (true, UrlIs::Local(local, _)) =
+                (push.url.starts_with("file://"), url_is(&push.url))
+            {
+                paths.push(("results.push.url", local));
             }
             if let Some(p) = push.known_hosts.as_deref() {
                 paths.push(("results.push.known_hosts", p));
@@ -1208,13 +1214,7 @@ impl JobSpec {
         // A source the host fetches from where it stands (its network,
         // its internal hosts), with the spec's token if it names one.
         if let Some(u) = &self.repository.url {
-            // `scheme://…` but `file://`, or scp-like `user@host:path`.
-            let remote = if u.contains("://") {
-                !u.starts_with("file://")
-            } else {
-                u.contains(':')
-            };
-            if remote {
+            if url_is(u) == UrlIs::Remote {
                 urls.push(("repository.url", u));
             }
         }
@@ -1249,12 +1249,7 @@ impl JobSpec {
         // finds the user's keys whatever Paddock's git configuration).
         let ssh = |u: &str| u.starts_with("ssh://") || (!u.contains("://") && u.contains(':'));
         let fetched_as_host = self.repository.url.as_deref().is_some_and(|u| {
-            let remote = if u.contains("://") {
-                !u.starts_with("file://")
-            } else {
-                u.contains(':')
-            };
-            remote && (self.repository.token.is_none() || ssh(u))
+            url_is(u) == UrlIs::Remote && (self.repository.token.is_none() || ssh(u))
         });
         if fetched_as_host {
             refs.push(HostReference::Ambient {
@@ -1291,6 +1286,30 @@ impl JobSpec {
             }
         }
         refs
+    }
+
+    /// The local repository this spec's source names on the host, as git
+    /// takes it (`local_source.rs`): `repository.path`, or a
+    /// `repository.url` git reads as a path (`file://`, or no URL at
+    /// all); `None` for a remote URL. The one reading of it:
+    /// [`JobSpec::host_references`] (a server's `allow_paths` and
+    /// own-places checks) and the runner's look at the source read it.
+    pub fn local_source(&self) -> Option<LocalSource<'_>> {
+        if let Some(path) = &self.repository.path {
+            return Some(LocalSource {
+                field: "repository.path",
+                path,
+                form: SourceForm::Directory,
+            });
+        }
+        match url_is(self.repository.url.as_deref()?) {
+            UrlIs::Local(path, form) => Some(LocalSource {
+                field: "repository.url",
+                path,
+                form,
+            }),
+            UrlIs::Remote => None,
+        }
     }
 
     /// The attempt number of this job: one more than the prior attempts.
@@ -1349,7 +1368,8 @@ impl JobSpec {
         };
         for reference in self.host_references() {
             let (field, path) = match reference {
-                HostReference::Path { field, path } => (field, path),
+                HostReference::Path { field, path }
+                | HostReference::Source(LocalSource { field, path, .. }) => (field, path),
                 HostReference::Secret {
                     field,
                     key: KeyRef::File(path),
@@ -2551,6 +2571,7 @@ scenario = "s.toml"
             .iter()
             .map(|r| match r {
                 HostReference::Path { field, path } => format!("path {field} {}", path.display()),
+                HostReference::Source(s) => format!("source {} {}", s.field, s.path.display()),
                 HostReference::Secret { field, key } => format!("secret {field} {key}"),
                 HostReference::Destination { field, url } => format!("url {field} {url}"),
                 HostReference::Ambient { field, source } => format!("ambient {field} {source}"),

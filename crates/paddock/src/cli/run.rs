@@ -276,11 +276,8 @@ async fn exec_beside(
         runner
             .engine_here(&spec)
             .map_err(|e| failure(e.code(), named(e).into()))?;
-        // A local source that is surely no repository here: refused now,
-        // before a token is fetched or the sandbox probed.
-        runner
-            .source_here(&spec)
-            .map_err(|e| failure(e.code(), e.into()))?;
+        // Admission looks at a local source first (surely no repository
+        // here: refused before a token is fetched or the sandbox probed).
         let admitted = match &prior {
             None => runner
                 .admit(&spec)
@@ -549,6 +546,7 @@ pub fn runner_config(
         ),
         tools: Default::default(),
         host_secrets: Vec::new(),
+        source_within: None,
     })
 }
 

@@ -357,6 +357,7 @@ pub async fn exec(
             host_profile: defaults.host_profile.clone(),
             tools: super::run::job_tools(&defaults.jobs)?,
             host_secrets: secret_files(&config),
+            source_within: Some(source_within(&config.submissions.paths)),
             ..super::run::runner_config(paths, host_dir, prices, liveness)?
         },
     )
@@ -378,6 +379,15 @@ pub async fn exec(
     store.close().await;
     errln!("paddock: stopped");
     Ok(exit::DONE)
+}
+
+/// The directories the look at a submitted spec's local source may go
+/// into (`RunnerConfig::source_within`): the allowed ones, as given and
+/// with their links resolved, as the submission's check reads them.
+fn source_within(allowed: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut within = allowed.to_vec();
+    within.extend(allowed.iter().filter_map(|p| std::fs::canonicalize(p).ok()));
+    within
 }
 
 /// The failure to bind `addr` (which `from` set), with its fix when the

@@ -188,11 +188,13 @@ pub enum NotHere {
         error: std::io::Error,
     },
     /// The spec's local source is surely no repository here
-    /// (`source_here.rs`).
-    #[error(
-        "{0}, on this host; the server that runs the job clones it there: put the repository at \
-         that path on this host for this server to run the job"
-    )]
+    /// (`source_here.rs`), with what to do on this host by what was
+    /// found: nothing there (put the repository there), something that is
+    /// no repository's top level (name one: the spec's to change, or this
+    /// host's path), a look the system refused (let the server's user
+    /// reach it). Before, each said to put the repository at that path,
+    /// also after "set repository.path to TOP".
+    #[error("{missing}, on this host; {fix}", missing = .0, fix = source_fix(.0.why()))]
     Source(super::source_here::SourceMissing),
     /// A secret the spec names does not resolve here (a variable not in
     /// this server's environment, a file not there, an empty or malformed
@@ -234,6 +236,26 @@ pub enum NotHere {
          what is missing) for this server to run the job"
     )]
     Policy(crate::policy::Refusal),
+}
+
+/// What to do on this host about a local source that is surely no
+/// repository here.
+fn source_fix(why: &super::source_here::Why) -> &'static str {
+    use super::source_here::Why;
+    match why {
+        Why::NotThere(_) => {
+            "the server that runs the job clones it there: put the repository at that path on \
+             this host for this server to run the job"
+        }
+        Why::NotARepository(_) => {
+            "the server that runs the job clones the repository whose top level the spec names: \
+             name one that is there on this host for this server to run the job"
+        }
+        Why::Refused(_) => {
+            "the server that runs the job looks at it as its own user: let this server's user \
+             reach that path for this server to run the job"
+        }
+    }
 }
 
 /// What to do on this host about a secret that does not resolve here.

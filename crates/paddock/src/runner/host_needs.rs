@@ -1,8 +1,9 @@
-//! What a spec needs of the host that runs it, beyond its engine and its
-//! sandbox (`engine_bin.rs`, `sandbox_view.rs`): every file or directory
-//! it names (`JobSpec::host_references`: its local repository, its
-//! templates, skills and scenario, its host profile file, a push's
-//! repository and known hosts) there, every secret it names (`env:`,
+//! What a spec needs of the host that runs it, beyond its engine, its
+//! sandbox and its source (`engine_bin.rs`, `sandbox_view.rs`,
+//! `source_here.rs`, which every admission asks): every file or directory
+//! it names (`JobSpec::host_references`: its templates, skills and
+//! scenario, its host profile file, a push's repository and known hosts)
+//! there, every secret it names (`env:`,
 //! `file:`) resolving there, and, for the scripted upstream, a paddock
 //! built with it. A server asks it of a queued job it claimed before the
 //! job is admitted again ([`check`], `Runner::has_here`): a job admitted
@@ -25,17 +26,17 @@ pub(super) fn check(spec: &JobSpec) -> Result<(), NotHere> {
     if spec.upstream.provider == ProviderKind::Scripted && !cfg!(feature = "scripted") {
         return Err(NotHere::ScriptedNotBuilt);
     }
-    // The local source, looked at as a repository rather than as a path
-    // that can be read (`source_here.rs`): a directory that is none, or a
-    // URL's path git would take with `.git` added, is told apart.
-    super::source_here::check(spec).map_err(NotHere::Source)?;
     let publishing = super::admit::result_secrets(spec);
     for reference in spec.host_references() {
         match reference {
+            // The local source is looked at as a repository by every
+            // admission (`source_here.rs`), not as a path that can be
+            // read here.
             HostReference::Path {
-                field: "engine.binary" | "repository.path" | "repository.url",
+                field: "engine.binary",
                 ..
-            } => {}
+            }
+            | HostReference::Source(_) => {}
             HostReference::Path { field, path } => {
                 if let Err(error) = std::fs::metadata(path) {
                     return Err(NotHere::Path {
@@ -111,7 +112,8 @@ mod tests {
     /// this host, and the first one missing refuses it, naming its field,
     /// what it names and what is wrong; a spec whose every one is here
     /// passes, the engine's binary not looked at (PATH's rules resolve
-    /// it, `resolve_engine`).
+    /// it, `resolve_engine`), nor the local source (every admission's,
+    /// `source_here.rs`).
     #[test]
     fn what_the_spec_names_is_looked_for_on_this_host() {
         let dir = tempfile::tempdir().unwrap();
@@ -208,12 +210,8 @@ mod tests {
                      it there: put it at that path on this host for this server to run the job",
                     root.display()
                 )),
-                Err(format!(
-                    "repository.path {}/no-repo: no such directory, on this host; the server \
-                     that runs the job clones it there: put the repository at that path on this \
-                     host for this server to run the job",
-                    root.display()
-                )),
+                // The source is every admission's to look at.
+                Ok(()),
             ]
         );
     }

@@ -112,6 +112,12 @@ pub struct RunnerConfig {
     /// setting that names it: a server's `allow_refs` and `webhook_secret`
     /// `file:` references (docs/sandbox.md).
     pub host_secrets: Vec<(String, PathBuf)>,
+    /// The directories the look at a spec's local source may go into
+    /// before its job exists (`source_here.rs`): a server's
+    /// `allow_paths`, so a submitter learns nothing of the host outside
+    /// what it may name; `None`: anywhere (`paddock run`, the user's own
+    /// files).
+    pub source_within: Option<Vec<PathBuf>>,
 }
 
 /// The host's tools installed outside the system directories that every
@@ -235,9 +241,46 @@ impl Runner {
     /// Admits `spec`: everything checked before the job exists that
     /// does not depend on which host runs it (the engine's binary and the
     /// sandbox's view do: [`Runner::engine_here`], [`Runner::view_here`]).
+    /// Every admission passes here (`paddock run`, its next attempt, a
+    /// server's submission, turn and claim): its local source is looked
+    /// at first (`source_here.rs`: surely no repository here, refused
+    /// with nothing of the job made), before a token is fetched or the
+    /// sandbox probed.
     pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
+        self.admit_made(spec, None).await
+    }
+
+    /// [`Runner::admit`] of a spec whose source is `made`, a repository
+    /// this host makes for the job after its admission (a turn's inline
+    /// files): that source alone is not looked at, being not there yet;
+    /// a spec whose source is another is, as every admission's.
+    pub async fn admit_made_source(
+        &self,
+        spec: &JobSpec,
+        made: &Path,
+    ) -> Result<Admitted, AdmitError> {
+        self.admit_made(spec, Some(made)).await
+    }
+
+    async fn admit_made(
+        &self,
+        spec: &JobSpec,
+        made: Option<&Path>,
+    ) -> Result<Admitted, AdmitError> {
         admit::host_profile(spec, self.config.host_profile.as_deref())?;
+        let own = spec
+            .local_source()
+            .is_some_and(|s| made.is_some_and(|m| m == s.path));
+        if !own {
+            self.source_missing(spec).map_err(AdmitError::Source)?;
+        }
         admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await
+    }
+
+    /// Why `spec`'s local source is surely no repository on this host
+    /// (`source_here.rs`), looked at only where this runner may look.
+    fn source_missing(&self, spec: &JobSpec) -> Result<(), source_here::SourceMissing> {
+        source_here::check(spec, self.config.source_within.as_deref())
     }
 
     /// Refuses what is wrong with `spec` wherever it runs, reading nothing
@@ -267,11 +310,12 @@ impl Runner {
     }
 
     /// Refuses `spec` when this host lacks what it names beyond its
-    /// engine and its sandbox (`host_needs.rs`: a file or directory not
-    /// here, a secret that does not resolve here, the scripted upstream
-    /// not built in), though another host may have it. A server asks it
-    /// of a queued job it claimed before admitting it again, and passes a
-    /// job it refuses over to the fleet's other servers (`server::queue`);
+    /// engine, its sandbox and its source (`host_needs.rs`: a file or
+    /// directory not here, a secret that does not resolve here, the
+    /// scripted upstream not built in), though another host may have it.
+    /// A server asks it of a queued job it claimed before admitting it
+    /// again (whose admission looks at the source), and passes a job it
+    /// refuses over to the fleet's other servers (`server::queue`);
     /// `paddock run` and a turn, which run where they are admitted, are
     /// refused by their admission.
     pub fn has_here(&self, spec: &JobSpec) -> Result<(), NotHere> {
@@ -288,6 +332,10 @@ impl Runner {
     /// servers (`server::queue`).
     pub fn runs_here(&self, admitted: &Admitted) -> Result<(), NotHere> {
         self.has_here(admitted.spec())?;
+        // Its source again: a job admitted here at its submission is
+        // claimed later, and one admitted by another server here first.
+        self.source_missing(admitted.spec())
+            .map_err(NotHere::Source)?;
         resolve_engine(
             admitted.spec(),
             self.config.host_path.as_deref(),
@@ -300,18 +348,6 @@ impl Runner {
         let policy = admitted.shaped.policy.as_ref();
         sandbox_view::check(admitted.spec(), &admitted.id, policy, &self.config)
             .map_err(NotHere::SandboxView)
-    }
-
-    /// Refuses `spec` when its local source is surely no repository on
-    /// this host (`source_here.rs`: a `repository.path`, or a path or
-    /// `file://` `repository.url`, not there or no git repository), before
-    /// the job exists. For the callers whose job runs on the host that
-    /// admits it and whose source is the spec's own (`paddock run`, a
-    /// server's turn given a `repository`), before [`Runner::admit`]; a
-    /// server's submission asks [`Runner::has_here`], which checks it too;
-    /// a turn's inline source is the server's, made after admission.
-    pub fn source_here(&self, spec: &JobSpec) -> Result<(), AdmitError> {
-        source_here::check(spec).map_err(AdmitError::Source)
     }
 
     /// Refuses `spec` when its engine's binary cannot be resolved on this

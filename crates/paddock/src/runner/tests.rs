@@ -178,6 +178,7 @@ impl Host {
                 disk_reserve: 0,
                 tools: Default::default(),
                 host_secrets: Vec::new(),
+                source_within: None,
             },
             rungs,
         )

@@ -661,12 +661,12 @@ impl Queue {
         // A turn runs on this server: an engine it cannot find is refused
         // now (a queued job's is not: another server may claim it).
         self.runner.engine_here(spec)?;
-        // A `repository` the turn names is the client's; its inline
-        // source is the server's, made below.
-        if source.is_none() {
-            self.runner.source_here(spec)?;
-        }
-        let mut admitted = self.runner.admit(spec).await?;
+        // A `repository` the turn names is the client's, looked at by
+        // its admission; its inline source is the server's, made below.
+        let mut admitted = match &source {
+            Some((dir, _)) => self.runner.admit_made_source(spec, dir).await?,
+            None => self.runner.admit(spec).await?,
+        };
         id.clone_into(&mut admitted.id);
         self.runner.view_here(&admitted)?;
         if let Some(message) = self.runner.budget_hold(&admitted).await? {

@@ -41,7 +41,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use paddock_protocol::{AmbientCredentials, HostReference, Isolation, JobSpec};
+use paddock_protocol::{AmbientCredentials, HostReference, Isolation, JobSpec, LocalSource};
 
 /// The operator's allowances (`ServeConfig::submissions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -92,6 +92,18 @@ pub enum SubmissionError {
     Path {
         field: String,
         path: PathBuf,
+        allowed: String,
+    },
+    #[error(
+        "{field}: git, given {path}, also opens {tried} when it is there, a path on this server \
+         outside the directories a submitted spec may name ({allowed}) or a link leading out of \
+         them; the server allows a directory with `[serve] allow_paths` or `paddock serve \
+         --allow-path DIR`"
+    )]
+    Tried {
+        field: String,
+        path: PathBuf,
+        tried: PathBuf,
         allowed: String,
     },
     #[error(
@@ -186,6 +198,12 @@ impl Submissions {
                     }
                     self.check_path(field, path)?;
                 }
+                HostReference::Source(source) => {
+                    if own.is_some_and(|o| o == source.path) {
+                        continue;
+                    }
+                    self.check_source(&source)?;
+                }
                 HostReference::Secret { field, key } => {
                     let text = key.to_string();
                     if !self.refs.contains(&text) {
@@ -232,19 +250,51 @@ impl Submissions {
         }
     }
 
+    /// What `allowed` names in a refusal: the allowed directories, or
+    /// none.
+    fn paths_allowed(&self) -> String {
+        if self.paths.is_empty() {
+            "none".to_owned()
+        } else {
+            self.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+
+    /// The local source: every path git may open for it
+    /// (`LocalSource::tried`: `P`, `P/.git`, `P.git`, …), each held to
+    /// the directories as a path is, in that order, so a link is judged
+    /// before anything is looked at through it. Before, only `P` was
+    /// (with a `file://` URL's trailing slashes kept, which git drops):
+    /// `file:///srv/allowed/x` passed while git cloned
+    /// `/srv/allowed/x.git`, a link leading out, and the allowed
+    /// directory itself passed while git cloned its sibling
+    /// `/srv/allowed.git`.
+    fn check_source(&self, source: &LocalSource<'_>) -> Result<(), SubmissionError> {
+        for tried in source.tried() {
+            match self.check_path(source.field, &tried) {
+                Err(SubmissionError::Path { field, allowed, .. }) if tried != source.path => {
+                    return Err(SubmissionError::Tried {
+                        field,
+                        path: source.path.to_path_buf(),
+                        tried,
+                        allowed,
+                    })
+                }
+                checked => checked?,
+            }
+        }
+        Ok(())
+    }
+
     fn check_path(&self, field: &str, path: &Path) -> Result<(), SubmissionError> {
         let refused = || SubmissionError::Path {
             field: field.to_owned(),
             path: path.to_path_buf(),
-            allowed: if self.paths.is_empty() {
-                "none".to_owned()
-            } else {
-                self.paths
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            },
+            allowed: self.paths_allowed(),
         };
         // Lexically: absolute, no `..`; then as the file system resolves
         // it (a link inside an allowed directory leading out), where it

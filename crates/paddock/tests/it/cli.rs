@@ -1894,8 +1894,8 @@ async fn a_local_repository_that_is_not_there_is_refused_before_the_job_exists()
                 (
                     Some(2),
                     format!(
-                        "paddock: repository.url `file://{g}`: {g} does not exist (nor {g}.git \
-                         or {g}.bundle, which git clone also tries)\n",
+                        "paddock: repository.url `file://{g}`: {g} does not exist (nor {g}.git, \
+                         which git clone also tries)\n",
                         g = gone.display()
                     )
                 ),

@@ -2899,9 +2899,13 @@ async fn a_submitted_local_repository_that_is_not_there_is_refused_with_its_code
                     "repository.path {}: no such directory, {on_this_host}",
                     gone.display()
                 )),
+                // Something there that is no repository: the advice is to
+                // name one, not to put one there.
                 not_found(format!(
                     "repository.url `file://{p}`: {p} is a directory but no git repository (no \
-                     `.git` in it, and no bare repository's `HEAD`), {on_this_host}",
+                     `.git` in it, and no bare repository's `HEAD`), on this host; the server \
+                     that runs the job clones the repository whose top level the spec names: \
+                     name one that is there on this host for this server to run the job",
                     p = plain.display()
                 )),
             ],

@@ -446,3 +446,96 @@ async fn the_server_s_own_places_are_never_a_submitted_spec_s() {
     );
     server.wait_for(&theirs, is_final).await;
 }
+
+/// The attack: a submitted source named so that git opens a repository
+/// the server's check never judged. git looks for `file:///…/x` as
+/// `x/.git`, `x`, `x.git/.git` and `x.git` (a `file://` URL's trailing
+/// slashes dropped), and the check judged `x` alone: the allowed
+/// directory itself (`file:///…/repos`) cloned its sibling `repos.git`,
+/// outside every allowed directory, and `file:///…/x/` cloned through
+/// `x.git`, a link in an allowed directory leading out; both jobs were
+/// accepted and ran on the operator's repository (probe failed on the old
+/// code: 202 each). And the look at a source that is no repository walked
+/// every directory above it, naming the work tree it found outside the
+/// allowed directories. Now every path git may open is judged, and the
+/// look stays inside the allowed directories: 422, nothing recorded.
+#[tokio::test]
+async fn a_source_git_would_open_outside_the_allowed_directories_is_refused() {
+    let home = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let theirs = outside.path();
+    git(theirs, &["init", "-q"]);
+    let src = repo(theirs);
+    let repos = theirs.join("repos");
+    std::fs::create_dir_all(repos.join("sub")).unwrap();
+    let sibling = theirs.join("repos.git");
+    git(
+        theirs,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &src.display().to_string(),
+            &sibling.display().to_string(),
+        ],
+    );
+    std::os::unix::fs::symlink(&sibling, home.path().join("x.git")).unwrap();
+    let allowed = repos.display().to_string();
+    let server = Server::start(&home, &["--allow-path", &allowed]).await;
+    let x = home.path().join("x");
+    let sources = [
+        serde_json::json!({"url": format!("file://{}", repos.display()), "base_ref": "main"}),
+        serde_json::json!({"url": format!("file://{}/", x.display()), "base_ref": "main"}),
+        serde_json::json!({"path": repos.join("sub").display().to_string(), "base_ref": "main"}),
+    ];
+    let mut got = Vec::new();
+    for (n, source) in sources.into_iter().enumerate() {
+        let mut job = spec(&home, &format!("T-{n}"), TURN);
+        job["repository"] = source;
+        let resp = server.submit(&job, 0).await;
+        got.push((resp.status().as_u16(), body::<Value>(resp).await));
+    }
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
+    let opens = |path: &std::path::Path, tried: &std::path::Path| {
+        (
+            422,
+            refused(format!(
+                "repository.url: git, given {}, also opens {} when it is there, a path on this \
+                 server outside the directories a submitted spec may name ({}, {allowed}) or a \
+                 link leading out of them; the server allows a directory with `[serve] \
+                 allow_paths` or `paddock serve --allow-path DIR`",
+                path.display(),
+                tried.display(),
+                home.path().display()
+            )),
+        )
+    };
+    assert_eq!(
+        (got, jobs["jobs"].clone()),
+        (
+            vec![
+                opens(&repos, &sibling),
+                opens(&x, &home.path().join("x.git")),
+                (
+                    422,
+                    serde_json::json!({
+                        "type": "urn:paddock:problem:repository_not_found",
+                        "title": "the job's repository is not there",
+                        "status": 422,
+                        "detail": format!(
+                            "repository.path {}/sub: not a git repository (no `.git` in it, and \
+                             no bare repository's `HEAD`), on this host; the server that runs \
+                             the job clones the repository whose top level the spec names: name \
+                             one that is there on this host for this server to run the job",
+                            repos.display()
+                        ),
+                        "code": "repository_not_found",
+                    })
+                ),
+            ],
+            Value::Array(vec![]),
+        ),
+        "{}",
+        server.stderr()
+    );
+}
