@@ -43,6 +43,7 @@ pub mod source_lock;
 pub mod trash;
 mod upper;
 pub(crate) mod upper_print;
+pub mod users_git;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -126,6 +127,19 @@ pub enum WorkspaceError {
         bundle: PathBuf,
         branch: String,
         why: String,
+    },
+    /// A base ref whose `^{/…}` search made git compute past the CPU
+    /// its gits on a job's content may use (`host_git::job_git_cpu`).
+    #[error(
+        "repository {source_repo}: reading base ref `{base_ref}` used more than {limit:?} of \
+         CPU (a `^{{/…}}` search matches its regex against each commit message of the history \
+         it walks); it was ended: name a branch, a tag or a commit, or search with a simpler \
+         regex"
+    )]
+    BaseRefCpuLimit {
+        source_repo: String,
+        base_ref: String,
+        limit: std::time::Duration,
     },
     #[error(
         "repository {source_repo}: it has no commit yet (an empty repository: its branch is \
@@ -684,21 +698,21 @@ impl Workspace {
         let (source, base_commit, snap, mirror) = match (&repo.path, &repo.url) {
             (Some(path), _) => {
                 let source = path.display().to_string();
-                let base_commit = match resolve_in_source(path, &source, &repo.base_ref, true).await
-                {
-                    Ok(commit) => commit,
-                    // The prior attempt's branch, gone from the source:
-                    // from its bundle, into a clone of the job's own.
-                    Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
-                        return Workspace::provision_on_prior(root, lease, repo, branch, after)
-                            .await;
-                    }
-                    Err(e) => {
-                        // Not a repository at all is the error to report, then.
-                        Workspace::source_of(repo).await?;
-                        return Err(e);
-                    }
-                };
+                let base_commit =
+                    match resolve_in_source(path, &source, &repo.base_ref, true, git_cpu).await {
+                        Ok(commit) => commit,
+                        // The prior attempt's branch, gone from the source:
+                        // from its bundle, into a clone of the job's own.
+                        Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
+                            return Workspace::provision_on_prior(root, lease, repo, branch, after)
+                                .await;
+                        }
+                        Err(e) => {
+                            // Not a repository at all is the error to report, then.
+                            Workspace::source_of(repo).await?;
+                            return Err(e);
+                        }
+                    };
                 let snap = SnapSource::Path(&source);
                 let snap =
                     match Snapshot::get_or_make(jobs_root, &snap, &base_commit, git_cpu).await {
@@ -723,7 +737,8 @@ impl Workspace {
                     if let Some(commit) = names.resolved(&repo.base_ref) {
                         return Ok(commit);
                     }
-                    let commit = resolve_in_source(&dir, url, &repo.base_ref, false).await?;
+                    let commit =
+                        resolve_in_source(&dir, url, &repo.base_ref, false, git_cpu).await?;
                     names.remember(&repo.base_ref, &commit);
                     Ok(commit)
                 };
@@ -733,7 +748,7 @@ impl Workspace {
                     // A commit no advertised ref reaches: asked for by name.
                     Err(WorkspaceError::BaseRef { .. }) if is_object_name(&repo.base_ref) => {
                         base_by_name(&mirror.dir, repo, url).await?;
-                        resolve_in_source(&mirror.dir, url, &repo.base_ref, false).await?
+                        resolve_in_source(&mirror.dir, url, &repo.base_ref, false, git_cpu).await?
                     }
                     // The prior attempt's branch, never pushed: from its
                     // bundle, into a clone of the job's own (never the
@@ -898,12 +913,14 @@ impl Workspace {
         // overlay's is: Paddock's bare clone of it has its branches and
         // tags, not its remote-tracking branches (`origin/X`).
         let base = match &repo.path {
-            Some(path) => match resolve_in_source(path, &source, &repo.base_ref, true).await {
-                Ok(commit) => commit,
-                // Read from the prior attempt's bundle in the clone.
-                Err(e) if prior.is_some_and(|p| p.answers(&e)) => repo.base_ref.clone(),
-                Err(e) => return Err(e),
-            },
+            Some(path) => {
+                match resolve_in_source(path, &source, &repo.base_ref, true, git_cpu).await {
+                    Ok(commit) => commit,
+                    // Read from the prior attempt's bundle in the clone.
+                    Err(e) if prior.is_some_and(|p| p.answers(&e)) => repo.base_ref.clone(),
+                    Err(e) => return Err(e),
+                }
+            }
             None => repo.base_ref.clone(),
         };
         let ws = Workspace::provision_clone(ws, &source, &from, &base, prior).await?;
@@ -1055,7 +1072,7 @@ impl Workspace {
         // nothing of the job exists yet. Bare, so nothing is checked out or
         // filtered; a local source's objects are hard-linked, which is safe
         // because the job never sees `meta/`.
-        let mut clone = Command::new("git");
+        let mut clone = Command::from(users_git::command());
         clone
             .args([
                 "-c",
@@ -1068,7 +1085,6 @@ impl Workspace {
             ])
             .arg(source)
             .arg(git_dir)
-            .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null());
         let args = format!("clone --bare {source}");
         let out = host_git::finished_within(clone, root, &args, host_git::CLONE_TIMEOUT).await?;
@@ -1099,9 +1115,21 @@ impl Workspace {
                 "--end-of-options",
                 &candidate,
             ];
-            if let Ok(c) = paddock_git.run(args, None).await {
-                base_commit = Some(String::from_utf8_lossy(&c).trim().to_string());
-                break;
+            match paddock_git.run(args, None).await {
+                Ok(c) => {
+                    base_commit = Some(String::from_utf8_lossy(&c).trim().to_string());
+                    break;
+                }
+                // A `^{/…}` search held to the job's CPU: said as such,
+                // not as a ref the source lacks.
+                Err(WorkspaceError::GitCpuLimit { limit, .. }) => {
+                    return Err(WorkspaceError::BaseRefCpuLimit {
+                        source_repo: source.to_string(),
+                        base_ref: base.to_string(),
+                        limit,
+                    })
+                }
+                Err(_) => {}
             }
         }
         let Some(base_commit) = base_commit else {
@@ -2175,11 +2203,19 @@ fn short(commit: &str) -> &str {
 /// read). A name found only as a local source's remote-tracking branch
 /// (`X` with `refs/remotes/origin/X` alone) is refused saying to write
 /// `origin/X`, as `git rev-parse X` refuses it.
+///
+/// Each `git rev-parse` is held to `cpu` (`host_git::job_git_cpu`): a
+/// spec's `^{/REGEX}` is matched against every commit message it walks,
+/// and a regex within the syntax a spec may write (`(a|aa)*(a|aa)*b`)
+/// against a long message takes git minutes of the host's CPU (before,
+/// unbounded: a hostile spec given to `paddock serve` spun the host).
+/// Its end at the limit is `BaseRefCpuLimit`.
 async fn resolve_in_source(
     path: &Path,
     source: &str,
     base: &str,
     local: bool,
+    cpu: std::time::Duration,
 ) -> Result<String, WorkspaceError> {
     let mut candidates = vec![format!("{base}^{{commit}}")];
     if let Some(branch) = base.strip_prefix("origin/") {
@@ -2197,11 +2233,17 @@ async fn resolve_in_source(
             "--end-of-options",
             &candidate,
         ];
-        if let Ok(out) = user_git(path, args).await {
-            let commit = out.trim().to_string();
-            if is_object_name(&commit) {
-                return Ok(commit);
+        let read = user_git_given(path, args, &[], &[], UserGitInput::None, Some(cpu)).await;
+        match read {
+            Ok(out) if is_object_name(out.trim()) => return Ok(out.trim().to_string()),
+            Err(WorkspaceError::GitCpuLimit { limit, .. }) => {
+                return Err(WorkspaceError::BaseRefCpuLimit {
+                    source_repo: source.to_string(),
+                    base_ref: base.to_string(),
+                    limit,
+                })
             }
+            Ok(_) | Err(_) => {}
         }
     }
     let tracking = format!("refs/remotes/origin/{base}");
@@ -2385,7 +2427,7 @@ where
         .into_iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::from(users_git::command());
     if !settings.is_empty() {
         cmd.env("GIT_CONFIG_COUNT", settings.len().to_string());
         for (i, (key, value)) in settings.iter().enumerate() {
@@ -2396,7 +2438,6 @@ where
     cmd.arg("-C")
         .arg(dir)
         .args(&args)
-        .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .envs(env.iter().copied());
     let bytes = match input {
@@ -3262,7 +3303,7 @@ mod tests {
         for n in 0..10 {
             sh(&r, &["branch", &format!("b{n}")]);
         }
-        let err = resolve_in_source(&r, "src", "mian", true)
+        let err = resolve_in_source(&r, "src", "mian", true, host_git::JOB_GIT_CPU)
             .await
             .unwrap_err();
         assert_eq!(
@@ -3271,6 +3312,58 @@ mod tests {
              b3, b4, b5, b6, b7 (and 3 more); set repository.base_ref to one of them, a tag or \
              a commit"
         );
+    }
+
+    /// A spec's `^{/REGEX}` base is searched by the host's git, held to
+    /// the CPU its gits on a job's content get: a regex within the syntax
+    /// a spec may write, against a 100 KB commit message (minutes of CPU
+    /// unbounded), ends at the limit and is said as the base ref's, in
+    /// either layout, nothing left behind. Before, the search ran
+    /// unbounded (a hostile spec given to `paddock serve` spun the host).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_base_refs_search_is_held_to_the_jobs_git_cpu() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let message = format!("slow\n\n{}\n", "a".repeat(100_000));
+        sh(&r, &["commit", "-q", "--allow-empty", "-m", &message]);
+        let base = "HEAD^{/(a|aa)*(a|aa)*(a|aa)*b}";
+        assert_eq!(paddock_protocol::ref_name::revision_fault(base), None);
+        let jobs = tmp.path().join("jobs");
+        let limit = std::time::Duration::from_secs(1);
+        let started = std::time::Instant::now();
+        let mut ended = Vec::new();
+        for (id, layout) in [("j-auto", Layout::Auto), ("j-clone", Layout::Clone)] {
+            let lease = Lease::take(&jobs, id).unwrap();
+            let after = ProvisionAfter {
+                prior: None,
+                git_cpu: limit,
+            };
+            let made = Workspace::provision_after(
+                &jobs,
+                id,
+                lease,
+                &spec(r.clone(), base),
+                "b",
+                layout,
+                after,
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+            ended.push((made, jobs.join(id).exists()));
+        }
+        let refused = format!(
+            "repository {}: reading base ref `{base}` used more than 1s of CPU (a `^{{/…}}` \
+             search matches its regex against each commit message of the history it walks); it \
+             was ended: name a branch, a tag or a commit, or search with a simpler regex",
+            r.display()
+        );
+        assert_eq!(
+            ended,
+            vec![(Err(refused.clone()), false), (Err(refused), false)]
+        );
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(60), "{took:?}");
     }
 
     #[tokio::test]

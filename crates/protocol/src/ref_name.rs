@@ -7,11 +7,13 @@
 //! a component `.hidden` or `x.lock`) is refused where the spec is read,
 //! naming the field and the rule, never echoing a control. The rules are
 //! git's `check-ref-format` (a branch: `--branch`, one level allowed, and
-//! not `HEAD`, which git refuses as a branch's name); a revision keeps
-//! the characters its syntax uses (`~`, `^`, `:`, `@{`, and `@` alone),
-//! takes any plain text as the regex of a `^{/REGEX}` (the youngest
-//! commit whose message matches, as `git rev-parse` reads it), and is
-//! otherwise held to the same rules. [`branch_refusal`] and
+//! not `HEAD`, which git refuses as a branch's name); a revision is read
+//! from its end as `git rev-parse` reads it (counts `~N` and `^N`, peels
+//! `^{commit}`, and searches `^{/REGEX}`, the youngest commit whose
+//! message matches, their regex all between the last `^{/` and the final
+//! `}`), the name left held to the same rules (with `@{…}` and `@`
+//! alone); what names no commit (`REV:PATH`, a `:/REGEX` search of every
+//! branch, `^{tree}`) is refused, as is a search the host would not run. [`branch_refusal`] and
 //! [`revision_refusal`] give a spec's error whole: the one place its
 //! wording is made.
 
@@ -30,21 +32,103 @@ pub fn revision_fault(rev: &str) -> Option<String> {
     if let Some(why) = crate::plain_text::first_not_plain(rev) {
         return Some(why);
     }
-    // `REV^{/REGEX}` then, perhaps, `~N`, `^N` or `^{commit}`: git
-    // matches REGEX against commit messages (any text, `.` and `*`
-    // too); what is before and after it is held to the rules.
-    if let Some((before, rest)) = rev.split_once("^{/") {
-        if let Some((regex, after)) = rest.rsplit_once('}') {
-            if let Some(why) = search_fault(regex) {
-                return Some(why);
-            }
-            return fault(before, true).or_else(|| match after {
-                "" => None,
-                after => fault(after, true),
-            });
+    suffix_fault(rev)
+}
+
+/// The peels `^{TYPE}` a base may end with: those git knows that leave a
+/// commit to start from (`tree` and `blob` never do).
+const PEELS: &[&str] = &["", "commit", "tag", "object"];
+
+/// Git's largest count after `~` or `^` (`INT_MAX`).
+const MAX_COUNT: u64 = 2_147_483_647;
+
+/// [`revision_fault`] of a plain `rev`, read from its end as `git
+/// rev-parse` reads it (`get_oid_1`, `peel_onion`): a count (`~N`, `^N`,
+/// `~`, `^`), else, when it ends with `}`, the last `^{` opening a peel
+/// (`^{commit}`) or a search (`^{/REGEX}`: the regex is all that is
+/// between, `}` and `^{` included), each applied to what is before it,
+/// read the same way; what is left is the name, held to the rules. Before,
+/// the first `^{/` was taken as the search's start, so `HEAD^{/a^{b}` (git:
+/// the peel `b` of `HEAD^{/a`) passed, and so did an unclosed `HEAD^{/fix`.
+fn suffix_fault(rev: &str) -> Option<String> {
+    let counted = rev.trim_end_matches(|c: char| c.is_ascii_digit());
+    if let Some(before) = counted.strip_suffix(['~', '^']) {
+        let digits = &rev[counted.len()..];
+        if digits
+            .parse::<u64>()
+            .map_or(!digits.is_empty(), |n| n > MAX_COUNT)
+        {
+            return Some(format!(
+                "its count `{digits}` is more than git takes ({MAX_COUNT})"
+            ));
         }
+        return suffix_fault(before);
     }
-    fault(rev, true)
+    if let (Some(inner_end), Some(at)) = (rev.strip_suffix('}'), rev.rfind("^{")) {
+        let (before, inner) = (&rev[..at], &inner_end[at + 2..]);
+        match inner.strip_prefix('/') {
+            Some(regex) => {
+                if let Some(why) = search_fault(regex) {
+                    return Some(why);
+                }
+            }
+            None if PEELS.contains(&inner) => {}
+            None if ["tree", "blob"].contains(&inner) => {
+                return Some(format!(
+                    "it ends with `^{{{inner}}}`, which names a {inner}, never the commit a job \
+                     starts from"
+                ))
+            }
+            None => {
+                return Some(format!(
+                    "its `^{{{inner}}}` is no peel git knows (`^{{commit}}`, `^{{tag}}`, \
+                     `^{{object}}`, `^{{}}`, or a search `^{{/REGEX}}`)"
+                ))
+            }
+        }
+        return if before.is_empty() {
+            Some("it has nothing before its `^{…}`".into())
+        } else {
+            suffix_fault(before)
+        };
+    }
+    name_fault(rev)
+}
+
+/// What is wrong with the name a revision's suffixes apply to (a branch,
+/// a tag, a commit, `HEAD`, each perhaps with `@{…}`): git's rules as
+/// [`fault`] holds a revision to, and no `:` (a `:/REGEX` searches every
+/// branch's history, `REV:PATH` names a file, neither the commit a job
+/// starts from: before, a spec took them and its provisioning failed), nor
+/// `~`, `^` or `^{` git would read no count or peel from (`HEAD^{/fix`,
+/// unclosed).
+fn name_fault(name: &str) -> Option<String> {
+    if name.starts_with(":/") {
+        return Some(
+            "it is a `:/…` search of every branch's history, which the host does not run: \
+             search one branch's, `BRANCH^{/…}`"
+                .into(),
+        );
+    }
+    if let Some(why) = fault(name, true) {
+        return Some(why);
+    }
+    if name.contains(':') {
+        return Some(
+            "it holds `:`, which names a file (`REV:PATH`) or the index, never the commit a job \
+             starts from"
+                .into(),
+        );
+    }
+    if name.contains("^{") {
+        return Some("it holds `^{` with no `}` closing it at its end".into());
+    }
+    if let Some(c) = name.chars().find(|c| ['~', '^'].contains(c)) {
+        return Some(format!(
+            "it holds `{c}` where git reads no count (`~N`, `^N`) or peel (`^{{…}}`)"
+        ));
+    }
+    None
 }
 
 /// The most characters a `^{/…}` search may hold.
@@ -57,6 +141,15 @@ pub const MAX_SEARCH_CHARS: usize = 128;
 /// search longer than [`MAX_SEARCH_CHARS`]; `.`, `*`, `[x]` and the rest
 /// are matched as git matches them.
 fn search_fault(regex: &str) -> Option<String> {
+    // `!-` negates the search and `!!` is a literal `!`; git refuses any
+    // other `!` at the start.
+    if regex.starts_with('!') && !(regex.starts_with("!-") || regex.starts_with("!!")) {
+        return Some(
+            "its `^{/…}` search starts with `!` followed by neither `-` (the youngest commit \
+             not matching) nor `!` (a literal `!`), which git refuses"
+                .into(),
+        );
+    }
     if regex.contains('\\') {
         return Some(
             "its `^{/…}` search holds a backslash, which the host does not run (a \
@@ -64,12 +157,9 @@ fn search_fault(regex: &str) -> Option<String> {
                 .into(),
         );
     }
-    // `^{` is a peel after the search (`^{commit}`); any other `{`
-    // writes a repeat count.
-    let repeat = regex
-        .char_indices()
-        .any(|(at, c)| c == '{' && !regex[..at].ends_with('^'));
-    if repeat {
+    // A `{` writes a repeat count (the search ends at the last `^{`, so
+    // none of its `{` opens a peel).
+    if regex.contains('{') {
         return Some(
             "its `^{/…}` search holds `{`, which the host does not run (a repeat count, nested, \
              makes git's matcher build a pattern as large as their product): write the search \
@@ -232,16 +322,8 @@ mod tests {
             ]
         );
         assert_eq!(
-            [
-                "HEAD~1",
-                "v1.0^{commit}",
-                "main@{1}",
-                "@",
-                "a:b",
-                "origin/main"
-            ]
-            .map(revision_fault),
-            [none(), none(), none(), none(), none(), none()]
+            ["HEAD~1", "v1.0^{commit}", "main@{1}", "@", "origin/main"].map(revision_fault),
+            [none(), none(), none(), none(), none()]
         );
         assert_eq!(
             ["a..b", "a\u{7f}", "a\u{2066}b"].map(revision_fault),
@@ -258,8 +340,11 @@ mod tests {
     /// `results.base_branch`), a revision as `git rev-parse --verify`
     /// resolves it in a repository where each names a commit (a
     /// `^{/REGEX}` with `.`, `*`, `[`, `..` or a space in its regex,
-    /// which a spec refused). `@` as a branch is refused here though git
-    /// takes it, reading it as the current branch's name.
+    /// which a spec refused; `HEAD^{/a^{b}` and an unclosed
+    /// `HEAD^{/fix`, which git refuses and a spec took). `@` as a
+    /// branch is refused here though git takes it, reading it as the
+    /// current branch's name; what git names but the host does not run
+    /// or start a job from is refused with its reason.
     #[test]
     fn the_verdicts_are_gits() {
         let dir = tempfile::tempdir().unwrap();
@@ -307,6 +392,25 @@ mod tests {
             "-x",
             "ma in",
             "HEAD^{/fix}.",
+            "HEAD^{/a^{b}",
+            "HEAD^{/fix}@{0}",
+            "HEAD^{/fix",
+            "HEAD^{/fix}^{/bug}~0^0",
+            "HEAD^{/}",
+            "HEAD^{/!-nothing like it}",
+            "HEAD^{/!fix}",
+            "HEAD^{/fix}^{}",
+            "HEAD^{/fix}^{commit",
+            "HEAD^{/fix}^{b}",
+            "^{/fix}",
+            "^{commit}",
+            "~1",
+            "main@{0}",
+            "main@{0}~0",
+            "main~0@{0}",
+            "main^0^{commit}^0",
+            "HEAD~2147483648",
+            "HEAD^0^{}",
         ];
         assert_eq!(
             revisions.map(|r| revision_fault(r).is_none()),
@@ -318,14 +422,27 @@ mod tests {
             "{revisions:?}"
         );
         // What git would run but the host does not: a back-reference, a
-        // search longer than the most.
+        // search longer than the most, a search of every branch, what
+        // names no commit (a file, a tree).
         let long = format!("HEAD^{{/{}}}", "a".repeat(MAX_SEARCH_CHARS + 1));
         let refused = [
             "HEAD^{/\\* bug}",
             "HEAD^{/(a*)\\1x}",
             "HEAD^{/((a{1000}){1000})}",
             long.as_str(),
+            ":/fix",
+            "HEAD:",
+            "HEAD^{tree}",
         ];
+        let named = &refused[4..];
+        assert!(
+            named.iter().all(
+                |r| git(&["rev-parse", "--verify", "-q", "--end-of-options", r])
+                    .status
+                    .success()
+            ),
+            "git names something by each of {named:?}"
+        );
         let backslash = "its `^{/…}` search holds a backslash, which the host does not run (a \
                          back-reference can take a search exponential time): write the search \
                          without one";
@@ -344,6 +461,21 @@ mod tests {
                     "its `^{{/…}}` search is {} characters long, more than the 128 the host runs",
                     MAX_SEARCH_CHARS + 1
                 )),
+                Some(
+                    "it is a `:/…` search of every branch's history, which the host does not \
+                     run: search one branch's, `BRANCH^{/…}`"
+                        .to_string()
+                ),
+                Some(
+                    "it holds `:`, which names a file (`REV:PATH`) or the index, never the \
+                     commit a job starts from"
+                        .to_string()
+                ),
+                Some(
+                    "it ends with `^{tree}`, which names a tree, never the commit a job starts \
+                     from"
+                        .to_string()
+                ),
             ]
         );
     }

@@ -11,6 +11,13 @@
 //! nothing has nothing to apply, and says so. The job's branch, when it
 //! has one, is already in a local source (docs/results.md).
 //!
+//! Its gits run on the directory given, never on a repository the
+//! environment names (`GIT_DIR`, `GIT_WORK_TREE` and the rest are left out:
+//! `paddock::workspace::users_git`); a repository git refuses to read (one
+//! another user owns, not a `safe.directory`) is refused with git's own
+//! reason, `--outside-git` or not. What it needs of the store is read
+//! before the patch is applied, so once it is, what was applied is said.
+//!
 //! A later attempt resumed on an earlier attempt's branch (`paddock run
 //! --attempt-after`) has a patch of its own change only, made on that
 //! branch: applied where HEAD does not contain that branch's commit (a
@@ -27,8 +34,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
+use paddock::workspace::users_git;
 
-use super::{diff::job_and_patch, exit, open_existing_store, Failure};
+use super::{diff::job_and_patch, exit, open_store_or_empty, Failure};
 
 #[derive(clap::Args)]
 pub struct ApplyArgs {
@@ -73,12 +81,14 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         errln!("paddock: job {job_id} changed nothing: there is no patch to apply");
         return Ok(exit::DONE);
     }
-    let found = top_level(&dir);
-    // A git directory (a checkout's `.git`, a bare repository): its files
-    // are git's own (hooks it runs), so a job's patch is never written
-    // there, `--outside-git` or not.
-    if found.is_none() {
-        if let Some(git_dir) = inside_git_dir(&dir) {
+    let place =
+        place_of(&dir).with_context(|| format!("run git rev-parse in {}", dir.display()))?;
+    let found = match place {
+        Place::WorkTree(top) => Some(top),
+        // A git directory (a checkout's `.git`, a bare repository): its
+        // files are git's own (hooks it runs), so a job's patch is never
+        // written there, `--outside-git` or not.
+        Place::GitDir(git_dir) => {
             return Err(Failure::BadInput(anyhow::anyhow!(
                 "{} is inside the git directory {}, not a working tree: job {job_id}'s patch was \
                  not applied (its files would land among git's own, such as the hooks git \
@@ -87,7 +97,19 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
                 git_dir.display()
             )));
         }
-    }
+        // A repository git will not read (another user's, not a
+        // `safe.directory`): git's own reason, never `--outside-git`,
+        // which would write the files into it unread.
+        Place::Refused(why) => {
+            return Err(Failure::BadInput(anyhow::anyhow!(
+                "{} is in a repository git refuses to read: job {job_id}'s patch was not \
+                 applied; git says:\n{}",
+                dir.display(),
+                why.trim_end()
+            )));
+        }
+        Place::Nowhere => None,
+    };
     // Outside a working tree the files would land in whatever directory
     // this is (a home directory, a download folder) without a word:
     // refused unless asked for.
@@ -106,6 +128,10 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         (Some(top), Some(earlier)) if !contains(top, &earlier.commit) => Some(earlier),
         _ => None,
     };
+    // Read before anything is written: a store that fails now fails the
+    // command with the tree untouched, never after the patch applied
+    // (which read as not applied, and was applied again).
+    let files = changed_files(&job_id, paths).await?;
     let applied = git_apply(&top, &patch, Direction::Forward { check: args.check })
         .with_context(|| format!("run git apply in {}", top.display()))?;
     if !applied.status.success() {
@@ -126,15 +152,7 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
     }
     applied.show();
     if applied.status.success() {
-        errln!(
-            "{}",
-            said_applied(
-                &job_id,
-                &top,
-                args.check,
-                &changed_files(&job_id, paths).await?
-            )
-        );
+        errln!("{}", said_applied(&job_id, &top, args.check, &files));
         if let Some(earlier) = &missing {
             errln!(
                 "paddock: job {job_id}'s patch {} in {}, but it is {}; {}'s change is not part of \
@@ -226,7 +244,7 @@ fn said_applied(job_id: &str, top: &Path, check: bool, files: &[String]) -> Stri
 
 /// The files job `job_id` changed, as its record lists them.
 async fn changed_files(job_id: &str, paths: &Paths) -> Result<Vec<String>, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     Ok(store
         .job(job_id)
         .await
@@ -273,7 +291,7 @@ async fn base_missing(
     if !hex || contains(top, &commit) {
         return Ok(None);
     }
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let Some(record) = store.job(job_id).await.context("look up the job")? else {
         return Ok(None);
     };
@@ -333,14 +351,13 @@ fn git_apply(top: &Path, patch: &Path, way: Direction) -> std::io::Result<Applie
         Direction::Forward { check: true } => &["--check"],
         Direction::ReverseCheck => &["--reverse", "--check"],
     };
-    let mut child = std::process::Command::new("git")
+    let mut child = users_git::command()
         .arg("-C")
         .arg(top)
         .arg("apply")
         .args(flags)
         .arg("--")
         .arg(patch)
-        .env("GIT_TERMINAL_PROMPT", "0")
         .stderr(std::process::Stdio::piped())
         .spawn()?;
     let mut message = Vec::new();
@@ -404,7 +421,7 @@ impl Earlier {
 /// job on the spec's own base, or when the earlier job's bundle cannot
 /// say the commit.
 async fn earlier_attempt(job_id: &str, paths: &Paths) -> Result<Option<Earlier>, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let Some(record) = store.job(job_id).await.context("look up the job")? else {
         return Ok(None);
     };
@@ -438,43 +455,63 @@ async fn earlier_attempt(job_id: &str, paths: &Paths) -> Result<Option<Earlier>,
 /// Whether HEAD of the working tree `top` contains `commit` (it is HEAD
 /// or an ancestor of it); not when the repository lacks the commit.
 fn contains(top: &Path, commit: &str) -> bool {
-    std::process::Command::new("git")
+    users_git::command()
         .arg("-C")
         .arg(top)
         .args(["merge-base", "--is-ancestor", commit, "HEAD"])
-        .env("GIT_TERMINAL_PROMPT", "0")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
 }
 
-/// The top level of the working tree `dir` is in, as the user's git names
-/// it; none outside a working tree (git then applies the patch in `dir`
-/// itself, as `patch` would).
-fn top_level(dir: &Path) -> Option<PathBuf> {
-    rev_parse_path(dir, "--show-toplevel")
+/// Where a directory is, as the user's git sees it.
+enum Place {
+    /// In a working tree, whose top level this is (as git names it).
+    WorkTree(PathBuf),
+    /// In a git directory, this one (`--absolute-git-dir` answers there
+    /// while `--show-toplevel` does not: a checkout's `.git`, a bare
+    /// repository).
+    GitDir(PathBuf),
+    /// In no repository: git then applies the patch in the directory
+    /// itself, as `patch` would.
+    Nowhere,
+    /// In a repository git refuses to read (one another user owns, not a
+    /// `safe.directory`; a repository git cannot read): git's message.
+    Refused(String),
 }
 
-/// The git directory `dir` is in, when it is in one (`git rev-parse
-/// --absolute-git-dir` answers there while `--show-toplevel` does not: a
-/// checkout's `.git` or a bare repository).
-fn inside_git_dir(dir: &Path) -> Option<PathBuf> {
-    rev_parse_path(dir, "--absolute-git-dir")
+/// Where `dir` is ([`Place`]), asked of the user's git in `dir` (never of
+/// a repository the environment names: `users_git`). Only git's own "not
+/// a git repository" is [`Place::Nowhere`]; any other failure is git's
+/// refusal (before, every failure read as no working tree, and the
+/// message told to write the files there with `--outside-git`).
+fn place_of(dir: &Path) -> std::io::Result<Place> {
+    if let Ok(top) = rev_parse_path(dir, "--show-toplevel")? {
+        return Ok(Place::WorkTree(top));
+    }
+    Ok(match rev_parse_path(dir, "--absolute-git-dir")? {
+        Ok(git_dir) => Place::GitDir(git_dir),
+        Err(why) if why.to_ascii_lowercase().contains("not a git repository") => Place::Nowhere,
+        Err(why) => Place::Refused(why),
+    })
 }
 
-/// The path `git rev-parse ASK` prints in `dir`; none when it fails or
-/// prints nothing.
-fn rev_parse_path(dir: &Path, ask: &str) -> Option<PathBuf> {
-    let out = std::process::Command::new("git")
+/// The path `git rev-parse ASK` prints in `dir`, or its message (its
+/// stderr, in git's untranslated words) when it fails or prints nothing.
+fn rev_parse_path(dir: &Path, ask: &str) -> std::io::Result<Result<PathBuf, String>> {
+    let out = users_git::command()
         .arg("-C")
         .arg(dir)
         .args(["rev-parse", ask])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let path = String::from_utf8(out.stdout).ok()?;
-    let path = path.strip_suffix('\n').unwrap_or(&path);
-    (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
+    Ok(if out.status.success() && !path.is_empty() {
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    })
 }

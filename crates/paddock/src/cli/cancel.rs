@@ -13,7 +13,7 @@ use paddock::cancel::Asked;
 use paddock::paths::Paths;
 use paddock_protocol::JobStatus;
 
-use super::{exit, open_existing_store, progress, resolve_job, Failure};
+use super::{exit, open_store_or_empty, progress, resolve_job, Failure};
 
 /// How long a running job is waited for once its cancel is recorded: its
 /// process reads the request within `[hosts] cancel_poll_secs` (1 s) and
@@ -31,7 +31,7 @@ pub struct CancelArgs {
 }
 
 pub async fn exec(args: CancelArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let id = resolve_job(&*store, &args.job, paths).await?;
     let me = paddock::host_id::owner(&paths.jobs)
         .context("this jobs directory's host id")

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use paddock::paths::Paths;
 use paddock_protocol::JobStatus;
 
-use super::{exit, open_existing_store, resolve_job, Failure};
+use super::{exit, open_store_or_empty, resolve_job, Failure};
 
 #[derive(clap::Args)]
 pub struct DiffArgs {
@@ -24,7 +24,7 @@ pub async fn job_and_patch(
     job: &str,
     paths: &Paths,
 ) -> Result<(String, std::path::PathBuf), Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let job_id = resolve_job(&*store, job, paths).await?;
     let record = store
         .job(&job_id)
@@ -32,9 +32,7 @@ pub async fn job_and_patch(
         .context("look up the job")?
         .context("the job vanished")?;
     if let Some(at) = record.disposed_at {
-        let at = at
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_else(|_| at.to_string());
+        let at = paddock::time_text::rfc3339(at);
         return Err(Failure::BadInput(anyhow::anyhow!(
             "job {job_id} was disposed of at {at} (DELETE /v1/jobs/{job_id}): its artifacts, \
              its patch among them, were removed; its record, events and ledger rows stay"

@@ -12,7 +12,7 @@ use paddock::store::Store;
 use paddock_protocol::{AgentEvent, JobStatus};
 
 use super::progress;
-use super::{exit, local_time, open_existing_store, resolve_job, Failure};
+use super::{exit, local_time, open_store_or_empty, resolve_job, Failure};
 
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(250);
@@ -34,7 +34,7 @@ pub struct EventsArgs {
 }
 
 pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let job_id = resolve_job(&*store, &args.job, paths).await?;
     let tz = local_time::system();
     let mut lines = progress::Lines::default();

@@ -14,7 +14,7 @@ use paddock::store::{JobQuery, Owner};
 use paddock::terminal_text;
 use paddock_protocol::{JobRecord, JobStatus};
 
-use super::{exit, local_time, open_existing_store, Failure};
+use super::{exit, local_time, open_store_or_empty, Failure};
 
 #[derive(clap::Args)]
 pub struct JobsArgs {
@@ -56,7 +56,7 @@ fn status(s: &str) -> Result<JobStatus, String> {
 }
 
 pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let filtered = args.status.is_some() || args.engine.is_some() || args.rung.is_some();
     let (jobs, owners): (_, HashMap<String, Owner>) = if filtered {
         let jobs = store
@@ -109,6 +109,9 @@ pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
     } else {
         outln!("{}", table(&jobs, &owners, &local_time::system()));
     }
+    if jobs.is_empty() {
+        errln!("{}", none_note(&args, paths));
+    }
     // A `running` job whose process stopped renewing its heartbeat.
     let shown = jobs
         .iter()
@@ -119,6 +122,28 @@ pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
         errln!("{line}");
     }
     Ok(exit::DONE)
+}
+
+/// What `paddock jobs` says (on stderr) when it lists no job: none in the
+/// store yet (a fresh install, its store not made yet), or none that the
+/// filters given match; the store named, so that a `--db` naming another
+/// file than meant shows. Before, an empty list was a bare header (and a
+/// fresh install exit 2).
+fn none_note(args: &JobsArgs, paths: &Paths) -> String {
+    let filters: Vec<String> = [
+        args.status.map(|s| format!("--status {}", s.as_str())),
+        args.engine.as_ref().map(|e| format!("--engine {e}")),
+        args.rung.as_ref().map(|r| format!("--rung {r}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let db = terminal_text::line(&paths.db.to_string()).into_owned();
+    if filters.is_empty() {
+        format!("no jobs yet in {db} (`paddock run SPEC` runs one)")
+    } else {
+        format!("no jobs with {} in {db}", filters.join(" "))
+    }
 }
 
 /// A line of `--json`: the record and its host.

@@ -292,10 +292,10 @@ fn left_open(paths: &Paths, store: SharedStore) -> SharedStore {
     store
 }
 
-/// The existing store `paths.db` names, for a command that only reads:
-/// nothing is created or migrated, and a missing one (a typo in `--db`, a
-/// database nothing has run with) is the caller's mistake.
-pub async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> {
+/// The existing store `paths.db` names: nothing is created or migrated,
+/// and a missing one is `StoreError::Missing` ([`open_store_or_empty`]
+/// reads it as empty).
+async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> {
     match paddock::store::open_existing(&paths.db).await {
         Ok(store) => Ok(left_open(paths, store)),
         Err(e @ (StoreError::Missing { .. } | StoreError::PgSchema { .. })) => {
@@ -307,12 +307,15 @@ pub async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> 
     }
 }
 
-/// The store `paths.db` names for a command that only reads but also has
-/// something to show without one (`paddock profile list` its presets,
-/// `paddock token list` an empty table): a SQLite file that does not exist
-/// is read as an empty store, created in memory, and nothing is written to
-/// disk; a PostgreSQL database without Paddock's schema is still the
-/// caller's mistake.
+/// The store `paths.db` names for a command that only reads (`jobs`,
+/// `usage`, `show`, `events`, `diff`, `apply`, `cancel`, `publish`, the
+/// token and profile reads): a SQLite file that does not exist (a fresh
+/// install, where nothing has run yet) is read as an empty store, created
+/// in memory, and nothing is written to disk, so each says there are no
+/// jobs (or tokens) in that file, naming it; a PostgreSQL database without
+/// Paddock's schema is still the caller's mistake. Before, `paddock jobs`
+/// and `paddock usage` on a fresh install exited 2 where `paddock token
+/// list` answered an empty table.
 pub async fn open_store_or_empty(paths: &Paths) -> Result<SharedStore, Failure> {
     match open_existing_store(paths).await {
         Err(Failure::BadInput(e))

@@ -151,8 +151,7 @@ pub fn summary_fetched(r: &JobRecord, in_source: Option<&std::path::Path>) -> St
     if let Some(at) = r.disposed_at {
         s.push_str(&format!(
             "  disposed: {} (its artifacts, the patch among them, removed)\n",
-            at.format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default()
+            paddock::time_text::rfc3339(at)
         ));
     }
     s.push_str(&format!(

@@ -9,7 +9,7 @@
 use paddock::paths::Paths;
 use paddock::results::republish::{republish, RepublishError};
 
-use super::{exit, open_existing_store, progress, resolve_job, Failure};
+use super::{exit, open_store_or_empty, progress, resolve_job, Failure};
 
 #[derive(clap::Args)]
 pub struct PublishArgs {
@@ -21,7 +21,7 @@ pub struct PublishArgs {
 }
 
 pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let job_id = resolve_job(&*store, &args.job, paths).await?;
     // From now on a signal cancels the publish rather than killing
     // paddock mid-push (which leaves the push and a token to the reaper).

@@ -8,7 +8,7 @@
 use anyhow::Context as _;
 use paddock::paths::Paths;
 
-use super::{exit, open_existing_store, progress, resolve_job, Failure};
+use super::{exit, open_store_or_empty, progress, resolve_job, Failure};
 
 #[derive(clap::Args)]
 pub struct ShowArgs {
@@ -20,7 +20,7 @@ pub struct ShowArgs {
 }
 
 pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     let job_id = resolve_job(&*store, &args.job, paths).await?;
     let record = store
         .job(&job_id)
@@ -56,7 +56,7 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
             "record": record,
             "closeout": closeout,
             "publish_failure": publish_failure.as_ref().map(|(at, message)| serde_json::json!({
-                "at": at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+                "at": paddock::time_text::rfc3339(*at),
                 "message": message,
             })),
         });
@@ -69,8 +69,7 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
         if let Some((at, message)) = &publish_failure {
             outln!(
                 "last paddock publish failed ({}): {}",
-                at.format(&time::format_description::well_known::Rfc3339)
-                    .unwrap_or_default(),
+                paddock::time_text::rfc3339(*at),
                 paddock::terminal_text::line(message)
             );
         }

@@ -8,7 +8,7 @@ use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
 use paddock::usage::{Dimension, Report};
 
-use super::{exit, open_existing_store, Failure};
+use super::{exit, open_store_or_empty, Failure};
 
 #[derive(clap::Args)]
 pub struct UsageArgs {
@@ -36,7 +36,7 @@ fn parse_dimension(name: &str) -> Result<Dimension, String> {
 }
 
 pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_existing_store(paths).await?;
+    let store = open_store_or_empty(paths).await?;
     if args.ledger {
         let page = paddock::ledger::page(store.as_ref(), args.cursor.as_deref(), args.limit)
             .await
@@ -64,7 +64,15 @@ pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
             paddock::terminal_text::json::to_string(&report)
                 .context("serialize the usage report")?
         ),
+        // Nothing to roll up: said in words, no table of zeros.
+        (_, false) if report.total.jobs == 0 => {}
         (by, false) => out!("{}", render(&report, by)),
+    }
+    if report.total.jobs == 0 {
+        errln!(
+            "no usage yet in {}: no job has run (`paddock run SPEC` runs one)",
+            paddock::terminal_text::line(&paths.db.to_string())
+        );
     }
     Ok(exit::DONE)
 }
@@ -134,6 +142,11 @@ fn render(report: &Report, by: Option<Dimension>) -> String {
                     .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
                     .unwrap_or_else(|| "-".into()),
             ));
+        }
+        if rows.is_empty() {
+            // Jobs that made no model call (failed before one): no row of
+            // this table, said in words, where the header stood alone.
+            out.push_str("(none: no job has made a model call yet)\n");
         }
         out.push('\n');
     }

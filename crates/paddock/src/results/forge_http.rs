@@ -112,12 +112,8 @@ pub(super) fn rate_limit(status: u16, headers: &HeaderMap, max_wait: Option<u64>
         }
         Limit::SpentUntil(at) => {
             let at = time::OffsetDateTime::from_unix_timestamp(at)
-                .ok()
-                .and_then(|t| {
-                    t.format(&time::format_description::well_known::Rfc3339)
-                        .ok()
-                })
-                .unwrap_or_else(|| at.to_string());
+                .map(crate::time_text::rfc3339)
+                .unwrap_or_else(|_| at.to_string());
             format!("; the forge's rate limit is spent until {at}{longer}: {retry} then")
         }
         Limit::Spent => format!("; the forge's rate limit is spent: {retry} once it resets"),

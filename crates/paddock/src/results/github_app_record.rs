@@ -52,10 +52,7 @@ pub fn orphan(asked: Option<time::OffsetDateTime>, now: time::OffsetDateTime) ->
     let Some(asked) = asked else {
         return ORPHAN.to_string();
     };
-    let stamp = |t: time::OffsetDateTime| {
-        t.format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default()
-    };
+    let stamp = crate::time_text::rfc3339;
     let expires = asked + TOKEN_LIFE;
     let fate = match now < expires {
         true => format!(

@@ -203,9 +203,7 @@ pub async fn republish(
     if let Some(at) = record.disposed_at {
         let refusal = RepublishError::Disposed {
             job_id: job_id.to_string(),
-            at: at
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_else(|_| at.to_string()),
+            at: crate::time_text::rfc3339(at),
         };
         return Err(refuse(store, job_id, lease, &artifacts, default_max, refusal).await);
     }

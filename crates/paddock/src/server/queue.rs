@@ -1159,7 +1159,8 @@ impl Queue {
                      it stays queued for it",
                     self.max_passed_over.as_secs(),
                     able.name,
-                    able.host
+                    able.host,
+                    at = crate::time_text::rfc3339(at),
                 );
                 false
             }

@@ -159,18 +159,27 @@ pub async fn branch_maker(
 
 /// The repository of job `job_id`'s stored spec, as next attempts
 /// compare them (`repository::repository`); `None` when the store has no
-/// spec of it that reads.
+/// spec of it, or one that no longer reads (a rule added since refuses
+/// it), which is logged as a warning naming the job and why: its branch
+/// is then not taken as the one a job started on, and before, nothing
+/// said so.
 async fn stored_repository(
     store: &dyn Store,
     job_id: &str,
 ) -> Result<Option<repository::Repository>, StoreError> {
-    Ok(store
-        .job_spec(job_id)
-        .await?
-        .and_then(|text| {
-            paddock_protocol::JobSpec::from_stored(&text, std::path::Path::new("the store")).ok()
-        })
-        .map(|spec| repository::repository(&spec)))
+    let Some(text) = store.job_spec(job_id).await? else {
+        return Ok(None);
+    };
+    match paddock_protocol::JobSpec::from_stored(&text, std::path::Path::new("the store")) {
+        Ok(spec) => Ok(Some(repository::repository(&spec))),
+        Err(e) => {
+            tracing::warn!(
+                "job {job_id}: its stored spec does not read, so its repository is not known \
+                 and it is matched with no other attempt of its ticket: {e}"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The earlier attempts whose result branches the branch of `job_id` is
@@ -449,5 +458,92 @@ mod tests {
             };
             assert_eq!(got, want);
         }
+    }
+
+    /// A job whose stored spec no longer reads is matched with no earlier
+    /// attempt's branch, and a warning says which job and why, where
+    /// before the spec's error was dropped (`.ok()`) without a word.
+    #[tokio::test]
+    async fn a_stored_spec_that_does_not_read_is_warned_about() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let job = |id: &str, branch: &str, base_ref: &str, at| JobRecord {
+            id: id.to_owned(),
+            ticket_id: "T-1".to_owned(),
+            project: "acme/widgets".to_owned(),
+            attempt: 1,
+            engine: "codex".to_owned(),
+            model: "gpt-5-codex".to_owned(),
+            isolation: "process".to_owned(),
+            status: paddock_protocol::JobStatus::Done,
+            reason: None,
+            branch: branch.to_owned(),
+            base_ref: base_ref.to_owned(),
+            patch_path: None,
+            changed_files: vec!["a.txt".to_owned()],
+            tokens: paddock_protocol::event::TokenUsage::default(),
+            model_calls: 0,
+            cost_micros: 0,
+            engine_exit_code: None,
+            created_at: at,
+            finished_at: None,
+            duration_ms: None,
+            disposed_at: None,
+        };
+        let maker = job(
+            "job-1",
+            "paddock/T-1/1",
+            "main",
+            time::macros::datetime!(2026-01-01 10:00 UTC),
+        );
+        let next = job(
+            "job-2",
+            "paddock/T-1/2",
+            "paddock/T-1/1",
+            time::macros::datetime!(2026-01-01 11:00 UTC),
+        );
+        let unreadable = r#"{"ticket": 7}"#;
+        store.insert_job(&maker, unreadable).await.unwrap();
+        store.insert_job(&next, unreadable).await.unwrap();
+        let buf = Buf::default();
+        let sink = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .without_time()
+            .with_ansi(false)
+            .with_target(false)
+            .finish();
+        let found = {
+            let _guard = tracing::subscriber::set_default(subscriber);
+            branch_maker(&store, &next, std::path::Path::new("/nowhere")).await
+        };
+        let e =
+            paddock_protocol::JobSpec::from_stored(unreadable, std::path::Path::new("the store"))
+                .err()
+                .unwrap();
+        assert_eq!(
+            (
+                found.unwrap(),
+                String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+            ),
+            (
+                None,
+                format!(
+                    " WARN job job-2: its stored spec does not read, so its repository is not \
+                     known and it is matched with no other attempt of its ticket: {e}\n"
+                )
+            )
+        );
     }
 }

@@ -398,7 +398,7 @@ async fn git_out(
     token: Option<&Secret>,
     args: &[&str],
 ) -> Result<Vec<u8>, WorkspaceError> {
-    let mut cmd = Command::new(host_git::git_program());
+    let mut cmd = Command::from(super::users_git::command());
     if remote {
         // The user's configuration less its URL rewrites, redirects not
         // followed (`remote_config.rs`); in this process's environment
@@ -437,7 +437,6 @@ async fn git_out(
             "maintenance.auto=false",
         ])
         .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null());
     let out = host_git::finished_within(cmd, cwd, &args.join(" "), host_git::CLONE_TIMEOUT).await?;
     if !out.status.success() {

@@ -92,12 +92,11 @@ impl RemoteConfig {
     /// [`RemoteConfig::read`] by a git process started now.
     async fn read_now(cwd: &Path) -> Result<RemoteConfig, WorkspaceError> {
         let args = ["config", "--list", "--includes", "-z"];
-        let mut cmd = Command::new(host_git::git_program());
+        let mut cmd = Command::from(super::users_git::command());
         cmd.arg("-C")
             .arg(cwd)
             .args(args)
             .env("GIT_DIR", NO_REPOSITORY)
-            .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null());
         let failed = |stderr: String| WorkspaceError::Git {
             path: cwd.to_path_buf(),

@@ -372,28 +372,104 @@ async fn events_of_an_unknown_job_is_bad_input() {
     );
 }
 
-/// The read-only commands never create a store: a `--db` that names
-/// nothing (a typo) is the caller's mistake, naming the path, and neither
-/// the file nor its directory appears.
+/// The read-only commands on a fresh install (no store yet, the default
+/// place or a `--db` naming no file) answer from an empty store, naming
+/// the file, and create nothing: `paddock jobs` and `paddock usage` say
+/// there are no jobs or usage yet and exit 0, as `paddock token list`
+/// does; a command naming a job says it names none in that file (exit 2).
+/// Before, `jobs` and `usage` exited 2 ("no store at …: nothing has run
+/// with this database (check --db)") on a fresh install.
 #[tokio::test]
-async fn read_only_commands_refuse_a_missing_store_and_create_nothing() {
+async fn read_only_commands_read_a_missing_store_as_empty_and_create_nothing() {
     let home = Home::new();
+    let db = home.db();
+    let db = db.to_str().unwrap();
     let typo = home.path().join("no-such-dir/paddock.bd");
     let typo_s = typo.to_str().unwrap();
+    let header =
+        "JOB  STATUS  TICKET  ATTEMPT  ENGINE  MODEL  ISOLATION  DURATION  COST  CREATED  HOST\n";
     let mut seen = Vec::new();
     for args in [
+        vec!["jobs"],
+        vec!["jobs", "--json"],
+        vec!["jobs", "--status", "done", "--engine", "codex"],
+        vec!["usage"],
+        vec!["usage", "--by", "model"],
+        vec!["show", "latest"],
+        vec!["events", "job-nope"],
         vec!["--db", typo_s, "jobs"],
         vec!["--db", typo_s, "events", "latest"],
-        vec!["--db", typo_s, "usage", "--json"],
     ] {
         let out = home.paddock(&args, &[]).await;
-        seen.push((out.status.code(), stderr(&out)));
+        seen.push((
+            args.join(" "),
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out),
+        ));
     }
-    let want = (
-        Some(2),
-        format!("paddock: no store at {typo_s}: nothing has run with this database (check --db)\n"),
+    let row = |args: &str, code, stdout: &str, stderr: String| {
+        (args.to_owned(), Some(code), stdout.to_owned(), stderr)
+    };
+    assert_eq!(
+        seen,
+        vec![
+            row(
+                "jobs",
+                0,
+                header,
+                format!("no jobs yet in {db} (`paddock run SPEC` runs one)\n")
+            ),
+            row(
+                "jobs --json",
+                0,
+                "",
+                format!("no jobs yet in {db} (`paddock run SPEC` runs one)\n")
+            ),
+            row(
+                "jobs --status done --engine codex",
+                0,
+                header,
+                format!("no jobs with --status done --engine codex in {db}\n")
+            ),
+            row(
+                "usage",
+                0,
+                "",
+                format!("no usage yet in {db}: no job has run (`paddock run SPEC` runs one)\n")
+            ),
+            row(
+                "usage --by model",
+                0,
+                "",
+                format!("no usage yet in {db}: no job has run (`paddock run SPEC` runs one)\n")
+            ),
+            row(
+                "show latest",
+                2,
+                "",
+                format!("paddock: no jobs yet: `latest` names none in {db}\n")
+            ),
+            row(
+                "events job-nope",
+                2,
+                "",
+                format!("paddock: no job `job-nope` (no job id is or starts with it) in {db}\n")
+            ),
+            row(
+                &format!("--db {typo_s} jobs"),
+                0,
+                header,
+                format!("no jobs yet in {typo_s} (`paddock run SPEC` runs one)\n")
+            ),
+            row(
+                &format!("--db {typo_s} events latest"),
+                2,
+                "",
+                format!("paddock: no jobs yet: `latest` names none in {typo_s}\n")
+            ),
+        ]
     );
-    assert_eq!(seen, vec![want.clone(), want.clone(), want]);
     assert_eq!(
         (
             typo.parent().unwrap().exists(),
@@ -401,6 +477,42 @@ async fn read_only_commands_refuse_a_missing_store_and_create_nothing() {
             home.data().exists()
         ),
         (false, false, false)
+    );
+}
+
+/// `paddock usage` over jobs that made no model call (failed before one)
+/// says so in words where its model table stood empty, a header alone.
+#[tokio::test]
+async fn usage_says_in_words_that_no_job_made_a_model_call() {
+    let home = Home::new();
+    let store = home.store().await;
+    let job = paddock_test_support::jobs::stored_record(
+        "job-1",
+        "gpt-5-codex",
+        "process",
+        JobStatus::Failed,
+        0,
+    );
+    store.insert_job(&job, "{}").await.unwrap();
+    store.close().await;
+    let out = home.paddock(&["usage", "--by", "model"], &[]).await;
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out)
+        ),
+        (
+            Some(0),
+            "total                 calls      input     cached   cache-wr    output    reason         cost tickets   per ticket  bounce    to done\n\
+             all                       0          0          0          0         0         0    $0.000000       1    $0.000000       -          -\n\
+             \n\
+             model                 calls      input     cached   cache-wr    output    reason         cost tickets   per ticket  bounce    to done\n\
+             (none: no job has made a model call yet)\n\
+             \n"
+            .to_owned(),
+            String::new()
+        )
     );
 }
 
@@ -1339,7 +1451,7 @@ async fn a_mistake_in_one_part_of_the_config_file_stops_only_the_commands_readin
          expected one of `listen`, `max_concurrent_jobs`, `drain_grace_secs`, \
          `max_passed_over_secs`, `webhook_url`, `webhook_secret`, `log_format`, `lanes`, \
          `allow_refs`, `allow_paths`, `allow_hosts`, `allow_profiles`, `allow_process`, \
-         `accept_for_fleet`",
+         `allow_ci_changes`, `accept_for_fleet`",
         file.display()
     );
     assert_eq!(

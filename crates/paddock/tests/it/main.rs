@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod apply_attacks;
 mod backstop_streams;
 mod broker;
 mod check_ignore_attacks;
