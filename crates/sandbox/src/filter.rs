@@ -37,7 +37,9 @@
 //!    leaf, to the run's outcome; the numbers in no run are allowed;
 //! 4. the outcomes that read an argument (its low 32 bits, all the kernel
 //!    reads of these arguments): `socket` and `socketpair` (any family
-//!    but those in `FAMILIES`, or type `SOCK_RAW` whatever the flags), `clone` (one
+//!    but those in `FAMILIES`, or type `SOCK_RAW` or `SOCK_PACKET`
+//!    whatever the flags: the kernel makes an `AF_INET` `SOCK_PACKET`
+//!    socket an `AF_PACKET` one, loading its module), `clone` (one
 //!    JSET with every `CLONE_NS` flag), `ioctl` (`TIOCSTI`, `TIOCLINUX`),
 //!    the open calls (flags with `O_CREAT` or `O_TMPFILE`, then the mode)
 //!    and the mode calls (one JSET with `S_ISUID | S_ISGID`);
@@ -179,6 +181,11 @@ const X32_SYSCALL_BIT: Option<u32> = if cfg!(target_arch = "x86_64") {
     None
 };
 
+/// The obsolete socket type `SOCK_PACKET` (10), which the kernel turns
+/// into an `AF_PACKET` socket whatever family it is asked with (libc marks
+/// it deprecated: what it does is what is denied).
+const SOCK_PACKET: i32 = 10;
+
 /// The kernel's `SOCK_TYPE_MASK`: a socket type without its flags.
 const SOCK_TYPE_MASK: u32 = 0xf;
 
@@ -273,7 +280,8 @@ pub fn program() -> Result<Vec<libc::sock_filter>, SetupError> {
     a.bind(kind);
     a.load(arg_low(1));
     a.and(SOCK_TYPE_MASK);
-    a.jeq(word(libc::SOCK_RAW)?, leaves.eperm, leaves.allow);
+    a.jeq(word(libc::SOCK_RAW)?, leaves.eperm, Next);
+    a.jeq(word(SOCK_PACKET)?, leaves.eperm, leaves.allow);
 
     a.bind(leaves.clone);
     a.load(arg_low(0));
@@ -450,7 +458,7 @@ mod tests {
 
     use super::{
         errno, ABSENT, ALLOW, AUDIT_ARCH, CLONE_NS, CREATING, DENIED, FAMILIES, KILL_PROCESS,
-        LEGACY_MODES, MODES, OPENS, SET_ID,
+        LEGACY_MODES, MODES, OPENS, SET_ID, SOCK_PACKET,
     };
     use crate::error::SetupError;
 
@@ -490,12 +498,15 @@ mod tests {
             other_family.push(cond(0, SeccompCmpOp::Ne, *family as u64)?);
         }
         let mut socket_rules = vec![rule(other_family)?];
-        // SOCK_RAW, whatever the SOCK_NONBLOCK/SOCK_CLOEXEC bits.
-        socket_rules.push(rule(vec![cond(
-            1,
-            SeccompCmpOp::MaskedEq(0xf),
-            libc::SOCK_RAW as u64,
-        )?])?);
+        // SOCK_RAW and SOCK_PACKET, whatever the SOCK_NONBLOCK/SOCK_CLOEXEC
+        // bits.
+        for kind in [libc::SOCK_RAW, SOCK_PACKET] {
+            socket_rules.push(rule(vec![cond(
+                1,
+                SeccompCmpOp::MaskedEq(0xf),
+                kind as u64,
+            )?])?);
+        }
         deny.insert(libc::SYS_socket, socket_rules.clone());
         deny.insert(libc::SYS_socketpair, socket_rules);
         let mut clone_rules = Vec::new();
@@ -709,6 +720,10 @@ mod tests {
             libc::SOCK_SEQPACKET,
             // Caught only with the whole SOCK_TYPE_MASK (0xf).
             libc::SOCK_RAW | 8,
+            // The kernel makes an AF_INET one an AF_PACKET socket (and
+            // loads that family's module) before it looks at the family.
+            SOCK_PACKET,
+            SOCK_PACKET | libc::SOCK_CLOEXEC,
         ];
         let mut denied = 0;
         for call in [libc::SYS_socket, libc::SYS_socketpair] {
@@ -720,9 +735,10 @@ mod tests {
                 }
             }
         }
-        // Per call: the 62 other domains × 6 types, and SOCK_RAW twice
-        // (with and without flags) for the 3 allowed families.
-        assert_eq!(denied, 2 * (62 * 6 + 3 * 2));
+        // Per call: the 62 other domains × 8 types, and SOCK_RAW and
+        // SOCK_PACKET twice each (with and without flags) for the 3
+        // allowed families.
+        assert_eq!(denied, 2 * (62 * 8 + 3 * 4));
         // The families a distribution kernel loads a module for on
         // demand are among them, whatever the type.
         for domain in [
