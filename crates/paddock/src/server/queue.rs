@@ -199,11 +199,16 @@ const WHY_MAX: usize = 1500;
 
 /// The reason a queued job carries once server `me` passed it over for
 /// `why` (at most [`WHY_MAX`] bytes of it): what happens next in words
-/// true of a lone server as of a fleet's (this server looks again after
-/// [`RECHECK_PASSED_OVER`], so what is fixed here is seen; a cancel ends
-/// it). Before, "it stays queued for a server that can" read, on a server
-/// with no other, as waiting for one that does not exist.
-pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
+/// true of a lone server as of a fleet's: this server looks again every
+/// [`RECHECK_PASSED_OVER`], so what is fixed here is seen; the job fails
+/// once passed over for `most` (`[serve] max_passed_over_secs`, what
+/// `Queue::waited_too_long` holds it to) unless a server able to run it
+/// but without a free slot has said so lately; a cancel ends it. Before,
+/// "it stays queued for a server that can" read, on a server with no
+/// other, as waiting for one that does not exist, and then "it stays
+/// queued until a server that can run it claims it" left out the failure
+/// that ends every such wait on a lone server.
+pub fn passed_over_reason(id: &str, me: &Owner, most: Duration, why: &PassOver) -> String {
     let (not, can, why) = match why {
         PassOver::MayNot(refused) => ("may not", "may", refused.to_string()),
         PassOver::Cannot(cannot) => ("cannot", "can", cannot.to_string()),
@@ -211,9 +216,13 @@ pub fn passed_over_reason(id: &str, me: &Owner, why: &PassOver) -> String {
     let why = crate::output::keep_end(&why, WHY_MAX);
     format!(
         "not run by host {} (jobs directory {}), which {not} run job {id}: {why}; it stays \
-         queued until a server that {can} run it claims it: this one looks again every minute, \
-         and a cancel ends it",
-        me.name, me.host
+         queued until a server that {can} run it claims it (this one looks again every {} s) \
+         and fails once passed over for {} s (`[serve] max_passed_over_secs`) unless such a \
+         server, all its slots taken, has said so lately; a cancel ends it",
+        me.name,
+        me.host,
+        RECHECK_PASSED_OVER.as_secs(),
+        most.as_secs()
     )
 }
 
@@ -624,7 +633,7 @@ impl Queue {
         let me = &self.runner.config().liveness.owner;
         let why = PassOver::Cannot(cannot);
         record.status = JobStatus::Queued;
-        record.reason = Some(passed_over_reason(&id, me, &why));
+        record.reason = Some(passed_over_reason(&id, me, self.max_passed_over, &why));
         locked(&self.refused).insert(id.clone(), self.clock.now());
         if let Err(e) = self
             .store
@@ -1080,7 +1089,7 @@ impl Queue {
                 }
             }
         }
-        let reason = passed_over_reason(&id, me, why);
+        let reason = passed_over_reason(&id, me, self.max_passed_over, why);
         match self.store.unclaim_job(&id, &me.host, &reason).await {
             // Back in the queue: nothing more of it is this server's. (Before,
             // this went on to the cancel's finish, a compare-and-set on

@@ -1051,7 +1051,7 @@ async fn a_job_its_claimer_may_not_run_stays_queued_for_a_server_that_may() {
             "not run by host {b_name} (jobs directory {b_host}), which may not run job {id}: \
              repository.path: {} is a path on this server outside the directories a submitted \
              spec may name ({}); the server allows a directory with `[serve] allow_paths` or \
-             `paddock serve --allow-path DIR`; it stays queued until a server that may run it claims it: this one looks again every minute, and a cancel ends it",
+             `paddock serve --allow-path DIR`; it stays queued until a server that may run it claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
             job["repository"]["path"].as_str().unwrap(),
             b.path().display()
         );
@@ -1060,7 +1060,12 @@ async fn a_job_its_claimer_may_not_run_stays_queued_for_a_server_that_may() {
             name: b_name.clone(),
         };
         assert_eq!(
-            passed_over_reason(&id, &owner, &PassOver::from(refused)),
+            passed_over_reason(
+                &id,
+                &owner,
+                Duration::from_secs(86_400),
+                &PassOver::from(refused)
+            ),
             want
         );
         assert_eq!(
@@ -1228,7 +1233,7 @@ async fn a_job_whose_engine_its_claimer_has_not_runs_on_the_server_that_has_it()
             "not run by host {a_name} (jobs directory {a_host}), which cannot run job {id}: \
              engine codex: engine.binary `{name}` was not found on PATH (add its directory to \
              PATH, or set engine.binary to the executable's path); it stays queued until a server that can run it \
-             claims it: this one looks again every minute, and a cancel ends it"
+             claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it"
         );
         assert_eq!(
             (
@@ -1757,7 +1762,7 @@ async fn a_front_server_without_the_source_token_accepts_a_job_its_worker_runs()
              repository.token: repository token {reference}: environment variable is not set, \
              on this host; the server that runs the job reads the variable from its own \
              environment: start this server with it set for this server to run the job; it stays queued until a server that can run it \
-             claims it: this one looks again every minute, and a cancel ends it"
+             claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it"
         );
         assert_eq!(
             (

@@ -804,7 +804,7 @@ async fn a_job_whose_engine_the_sandbox_cannot_bind_here_stays_queued_for_a_serv
     let (host, name) = crate::hosts::host_of(&home);
     let reason = format!(
         "not run by host {name} (jobs directory {host}), which cannot run job {queued}: {said}; \
-         it stays queued until a server that can run it claims it: this one looks again every minute, and a cancel ends it"
+         it stays queued until a server that can run it claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it"
     );
     assert_eq!(
         (

@@ -306,7 +306,7 @@ async fn a_turn_whose_engine_is_not_there_is_refused_a_queued_job_is_not() {
             JobStatus::Queued,
             Some(format!(
                 "not run by host {name} (jobs directory {host}), which cannot run job \
-                 {queued}: {said}; it stays queued until a server that can run it claims it: this one looks again every minute, and a cancel ends it"
+                 {queued}: {said}; it stays queued until a server that can run it claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it"
             )),
         ),
         "{}",

@@ -15,6 +15,11 @@ use super::*;
 use crate::rung::fake::{FakeEngine, FakeRung};
 use crate::runner::tests::{FailingStore, Host, ReapAt, ReapStep, DONE};
 
+/// What a queue passing jobs over waits at most by default
+/// (`[serve] max_passed_over_secs`), which its reasons name.
+const DEFAULT_MOST: Duration =
+    Duration::from_secs(super::super::config::DEFAULT_MAX_PASSED_OVER_SECS);
+
 /// A queue of one slot on `host`, whose store runs a full reaper pass
 /// after `step` with the heartbeat TTL `ttl`; that store.
 fn queue(host: &Host, step: ReapStep, ttl: Duration) -> (Arc<Queue>, Arc<FailingStore>) {
@@ -169,7 +174,7 @@ async fn a_reaper_pass_while_a_claimed_job_is_passed_over_leaves_it_queued() {
         (
             (1, Vec::<String>::new()),
             JobStatus::Queued,
-            Some(passed_over_reason(&id, &owner, &refused)),
+            Some(passed_over_reason(&id, &owner, DEFAULT_MOST, &refused)),
             1
         )
     );
@@ -226,7 +231,7 @@ async fn a_drain_puts_a_job_it_passes_over_back_for_another_server() {
         (record.status, record.reason, asked),
         (
             JobStatus::Queued,
-            Some(passed_over_reason(&id, &owner, &refused)),
+            Some(passed_over_reason(&id, &owner, DEFAULT_MOST, &refused)),
             None
         )
     );
@@ -427,7 +432,7 @@ async fn a_claimed_job_whose_engine_is_not_here_is_passed_over_not_failed() {
             "not run by host {} (jobs directory {}), which cannot run job {id}: engine codex: \
              engine.binary {} does not exist or is not executable (set engine.binary to the \
              engine's executable, or remove it to run `codex` from PATH); it stays queued until a server that can run it \
-             claims it: this one looks again every minute, and a cancel ends it",
+             claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
             me.name,
             me.host,
             gone.display()
@@ -521,7 +526,7 @@ async fn a_claimed_sandbox_job_where_no_sandbox_starts_is_passed_over() {
                 "not run by host {} (jobs directory {}), which cannot run job {id}: isolation = \
                  \"sandbox\": this host cannot start Paddock's sandbox: no user namespaces \
                  (`paddock doctor` shows what is missing; `isolation = \"process\"` runs \
-                 unconfined); it stays queued until a server that can run it claims it: this one looks again every minute, and a cancel ends it",
+                 unconfined); it stays queued until a server that can run it claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
                 me.name, me.host
             )),
             None,
@@ -551,10 +556,10 @@ fn a_passed_over_reason_keeps_the_end_of_a_long_why() {
                serve --allow-path DIR`";
     let tail = "x".repeat(WHY_MAX - end.len());
     assert_eq!(
-        passed_over_reason("job-1", &owner, &refused),
+        passed_over_reason("job-1", &owner, DEFAULT_MOST, &refused),
         format!(
             "not run by host b-1 (jobs directory 3f9c), which may not run job job-1: \
-             …{tail}{end}; it stays queued until a server that may run it claims it: this one looks again every minute, and a cancel ends it"
+             …{tail}{end}; it stays queued until a server that may run it claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it"
         )
     );
 }
@@ -685,7 +690,7 @@ async fn a_claimed_job_naming_what_this_host_has_not_is_passed_over_not_failed()
             JobStatus::Queued,
             Some(format!(
                 "not run by host {} (jobs directory {}), which cannot run job {id}: {why}; it stays queued until a server that can run it \
-                 claims it: this one looks again every minute, and a cancel ends it",
+                 claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
                 me.name, me.host
             )),
             None,
@@ -785,7 +790,7 @@ async fn a_passed_over_job_is_claimed_again_and_runs_once_this_host_has_what_it_
                  upstream.scenario {}: cannot be read on this host (No such file or directory \
                  (os error 2)); the server that runs the job reads it there: put it at that \
                  path on this host for this server to run the job; it stays queued until a server that can run it \
-                 claims it: this one looks again every minute, and a cancel ends it",
+                 claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
                 me.name,
                 me.host,
                 later.display()
@@ -893,7 +898,7 @@ async fn a_claimed_auto_job_a_profile_refuses_on_the_fallback_rung_is_passed_ove
                          a server whose sandbox starts runs the job there, where the rule is \
                          enforced: make Paddock's sandbox start on this host (`paddock doctor` \
                          shows what is missing) for this server to run the job; it stays queued until a server that can run it \
-                         claims it: this one looks again every minute, and a cancel ends it",
+                         claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
                         me.name, me.host, ids[0]
                     )),
                     None,
@@ -975,7 +980,7 @@ async fn a_submission_this_host_cannot_run_is_queued_for_another_and_a_wrong_one
             JobStatus::Queued,
             Some(format!(
                 "not run by host {} (jobs directory {}), which cannot run job {}: {why}; it stays queued until a server that can run it \
-                 claims it: this one looks again every minute, and a cancel ends it",
+                 claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it",
                 me.name,
                 me.host,
                 id(n)
@@ -1034,7 +1039,7 @@ async fn a_submission_this_host_cannot_run_is_queued_for_another_and_a_wrong_one
     let reason = |n: usize| {
         let full = got[n].as_ref().unwrap().3.clone().unwrap();
         let (_, why) = full.split_once(": ").unwrap();
-        why.trim_end_matches("; it stays queued until a server that can run it claims it: this one looks again every minute, and a cancel ends it")
+        why.trim_end_matches("; it stays queued until a server that can run it claims it (this one looks again every 60 s) and fails once passed over for 86400 s (`[serve] max_passed_over_secs`) unless such a server, all its slots taken, has said so lately; a cancel ends it")
             .to_owned()
     };
     assert_eq!(
