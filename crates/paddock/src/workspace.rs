@@ -12,6 +12,7 @@
 pub(crate) mod beneath;
 mod bundle_source;
 mod check_ignore;
+pub(crate) mod checkout_size;
 mod commit_object;
 pub mod disk_usage;
 pub mod disk_walk;
@@ -53,6 +54,7 @@ use std::sync::Arc;
 use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
 
+pub use checkout_size::CheckoutBound;
 pub use commit_object::system_zone;
 use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
@@ -211,6 +213,32 @@ pub enum WorkspaceError {
         args: String,
         what: &'static str,
         limit: u64,
+    },
+    /// The base's checkout, totalled before it is written
+    /// (`checkout_size.rs`), past the job's disk limit.
+    #[error(
+        "workspace {path}: the base commit {commit} checks out to at least {bytes} bytes, past \
+         limits.max_disk_bytes ({limit} bytes); nothing was checked out"
+    )]
+    CheckoutPastLimit {
+        path: PathBuf,
+        commit: String,
+        bytes: u64,
+        limit: u64,
+    },
+    /// The base's checkout, totalled before it is written, past what the
+    /// jobs file system has free above the host's reserve.
+    #[error(
+        "workspace {path}: the base commit {commit} checks out to at least {bytes} bytes, past \
+         the {free} bytes free on the jobs file system less the host's reserve of {reserve} \
+         bytes (PADDOCK_DISK_RESERVE_MB); nothing was checked out"
+    )]
+    CheckoutPastFree {
+        path: PathBuf,
+        commit: String,
+        bytes: u64,
+        free: u64,
+        reserve: u64,
     },
     #[error(
         "workspace {path}: the job's work tree lists more than {limit} bytes of paths (each \
@@ -580,8 +608,11 @@ impl Workspace {
             lease.clone(),
             repo,
             branch,
-            None,
-            host_git::JOB_GIT_CPU,
+            ProvisionAfter {
+                prior: None,
+                git_cpu: host_git::JOB_GIT_CPU,
+                disk: CheckoutBound::NONE,
+            },
         )
         .await;
         if let Err(e) = &made {
@@ -596,22 +627,18 @@ impl Workspace {
     }
 
     /// [`Workspace::provision`] for a job whose lease (`reaper.rs`) the
-    /// caller already holds; `prior`, the branch of the attempt it
-    /// resumes on (its `base_ref`), taken from its bundle when the source
-    /// lacks it (`prior_branch.rs`); `git_cpu`, the CPU each git on the
-    /// base's content may use (`host_git::job_git_cpu`: the checkout
-    /// reads the repository's attribute rules, as hostile as the job's).
+    /// caller already holds, after `after` (`provision_after.rs`: the
+    /// prior attempt's branch, the CPU each git on the base's content may
+    /// use, the disk its checkout may take).
     pub async fn provision_leased(
         jobs_root: &Path,
         job_id: &str,
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
-        prior: Option<&PriorBranch>,
-        git_cpu: std::time::Duration,
+        after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
         let layout = Layout::from_env().map_err(|value| WorkspaceError::LayoutEnv { value })?;
-        let after = ProvisionAfter { prior, git_cpu };
         Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, after).await
     }
 
@@ -627,6 +654,7 @@ impl Workspace {
         let after = ProvisionAfter {
             prior: None,
             git_cpu: host_git::JOB_GIT_CPU,
+            disk: CheckoutBound::NONE,
         };
         Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, after).await
     }
@@ -683,7 +711,7 @@ impl Workspace {
         (repo, branch, forced): (&RepositorySpec, &str, bool),
         after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
-        let ProvisionAfter { prior, git_cpu } = after;
+        let ProvisionAfter { prior, git_cpu, .. } = after;
         match overlay_unavailable(jobs_root, &root, repo) {
             Ok(()) => {}
             Err(why) if forced => return Err(WorkspaceError::OverlayRefused { path: root, why }),
@@ -714,17 +742,23 @@ impl Workspace {
                         }
                     };
                 let snap = SnapSource::Path(&source);
-                let snap =
-                    match Snapshot::get_or_make(jobs_root, &snap, &base_commit, git_cpu).await {
-                        Ok(snap) => snap,
-                        Err(e) => {
-                            // A directory git finds a repository from but
-                            // cannot clone (inside a work tree) is the
-                            // error to report, then.
-                            Workspace::source_of(repo).await?;
-                            return Err(e);
-                        }
-                    };
+                let snap = match Snapshot::get_or_make(
+                    jobs_root,
+                    &snap,
+                    &base_commit,
+                    (git_cpu, after.disk),
+                )
+                .await
+                {
+                    Ok(snap) => snap,
+                    Err(e) => {
+                        // A directory git finds a repository from but
+                        // cannot clone (inside a work tree) is the
+                        // error to report, then.
+                        Workspace::source_of(repo).await?;
+                        return Err(e);
+                    }
+                };
                 (source, base_commit, snap, None)
             }
             (None, Some(url)) => {
@@ -762,7 +796,9 @@ impl Workspace {
                 };
                 let from = mirror.dir.display().to_string();
                 let snap = SnapSource::Url { url, mirror: &from };
-                let snap = Snapshot::get_or_make(jobs_root, &snap, &base_commit, git_cpu).await?;
+                let snap =
+                    Snapshot::get_or_make(jobs_root, &snap, &base_commit, (git_cpu, after.disk))
+                        .await?;
                 (url.clone(), base_commit, snap, Some(mirror))
             }
             (None, None) => {
@@ -793,7 +829,9 @@ impl Workspace {
             let from = mirror
                 .as_ref()
                 .map_or(source.clone(), |m| m.dir.display().to_string());
-            let ws = Workspace::provision_clone(ws, &source, &from, &base_commit, None).await?;
+            let ws =
+                Workspace::provision_clone(ws, &source, &from, &base_commit, (None, after.disk))
+                    .await?;
             return Ok(Workspace {
                 layout: Chosen::clone_because(why),
                 ..ws
@@ -888,7 +926,7 @@ impl Workspace {
         branch: &str,
         after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
-        let ProvisionAfter { prior, git_cpu } = after;
+        let ProvisionAfter { prior, git_cpu, .. } = after;
         let source = Workspace::source_of(repo).await?;
         let ws = Workspace::make_dirs(root, lease, branch)?.with_git_cpu(git_cpu);
         // A URL is cloned from its mirror, fetched for this job.
@@ -923,7 +961,7 @@ impl Workspace {
             }
             None => repo.base_ref.clone(),
         };
-        let ws = Workspace::provision_clone(ws, &source, &from, &base, prior).await?;
+        let ws = Workspace::provision_clone(ws, &source, &from, &base, (prior, after.disk)).await?;
         let notes = mirror.and_then(|m| m.remade).into_iter().collect();
         Ok(Workspace { notes, ..ws })
     }
@@ -935,7 +973,7 @@ impl Workspace {
         source: &str,
         from: &str,
         base_ref: &str,
-        prior: Option<&PriorBranch>,
+        (prior, bound): (Option<&PriorBranch>, CheckoutBound),
     ) -> Result<Workspace, WorkspaceError> {
         Workspace::clone_bare(&ws.root, from, &ws.git_dir()).await?;
         let base_commit = match (ws.base_commit(source, base_ref).await, prior) {
@@ -954,8 +992,17 @@ impl Workspace {
         // reviewing the job's change); the job's branch starts at its
         // base all the same (`job_branch.rs`).
         let checkout = ["checkout", "--quiet", "-B", &ws.branch, &base_commit];
-        let cpu = ws.git_cpu;
-        Workspace::clone_job(&ws.root, source, &ws.git_dir(), &ws.work, &checkout, cpu).await?;
+        let (cpu, checkout) = (ws.git_cpu, (&checkout[..], base_commit.as_str()));
+        Workspace::clone_job(
+            &ws.root,
+            source,
+            &ws.git_dir(),
+            &ws.work,
+            checkout,
+            cpu,
+            bound,
+        )
+        .await?;
         // 3. Paddock's index of the base: the fresh checkout's, whose file
         // stamps let the patch skip hashing what the job did not touch.
         let index = ws.git_dir().join("index");
@@ -1153,9 +1200,10 @@ impl Workspace {
         source: &str,
         git_dir: &Path,
         work: &Path,
-        checkout: &[&str],
+        (checkout, commit): (&[&str], &str),
         cpu: std::time::Duration,
-    ) -> Result<(), WorkspaceError> {
+        bound: CheckoutBound,
+    ) -> Result<u64, WorkspaceError> {
         // 2. The job's repository: a clone of Paddock's that copies every
         // object (no hard link to, nor alternate of, anything outside the
         // job), hooks off for good, an identity for commits; the remote is
@@ -1204,8 +1252,11 @@ impl Workspace {
         job_git
             .run(["remote", "set-url", "origin", source], None)
             .await?;
+        // Before anything is checked out: what it would write, against
+        // the job's disk limit and the host's free space.
+        let bytes = checkout_size::checked(root, &work.join(".git"), commit, cpu, bound).await?;
         job_git.run(checkout, None).await?;
-        Ok(())
+        Ok(bytes)
     }
 
     /// The workspace `<jobs_root>/<job_id>` of a job whose process is gone,
@@ -3337,6 +3388,7 @@ mod tests {
             let after = ProvisionAfter {
                 prior: None,
                 git_cpu: limit,
+                disk: CheckoutBound::NONE,
             };
             let made = Workspace::provision_after(
                 &jobs,

@@ -249,8 +249,16 @@ pub(super) async fn provision(
         lease,
         &spec.repository,
         &branch,
-        prior.as_ref(),
-        git_cpu,
+        crate::workspace::ProvisionAfter {
+            prior: prior.as_ref(),
+            git_cpu,
+            // The base's checkout counts against the job's disk limit and
+            // keeps the host's reserve free (`checkout_size.rs`).
+            disk: crate::workspace::CheckoutBound {
+                max_bytes: spec.limits.max_disk_bytes,
+                reserve: job.config.disk_reserve,
+            },
+        },
     );
     // Past the cap, the provisioning is dropped: its host gits are killed
     // with their process groups, its locks and the lease let go.

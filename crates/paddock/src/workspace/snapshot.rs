@@ -23,7 +23,7 @@ use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest as _, Sha256};
 
 use super::host_git::{self, HostGit};
-use super::{Workspace, WorkspaceError};
+use super::{CheckoutBound, Workspace, WorkspaceError};
 
 /// Where the snapshots live, under the jobs directory.
 pub const SNAPSHOTS: &str = ".snapshots";
@@ -81,7 +81,7 @@ impl Snapshot {
         jobs_root: &Path,
         source: &Source<'_>,
         commit: &str,
-        cpu: Duration,
+        (cpu, bound): (Duration, CheckoutBound),
     ) -> Result<Snapshot, WorkspaceError> {
         let root = jobs_root.join(SNAPSHOTS);
         let key = source.key();
@@ -117,7 +117,7 @@ impl Snapshot {
             _in_use: None,
         };
         std::fs::create_dir(&tmp.dir).map_err(create(&tmp.dir))?;
-        let made = tmp.make(source, commit, cpu).await;
+        let made = tmp.make(source, commit, cpu, bound).await;
         let placed = made.and_then(|()| {
             match std::fs::rename(&tmp.dir, &snap.dir) {
                 Ok(()) => Ok(()),
@@ -141,6 +141,7 @@ impl Snapshot {
         source: &Source<'_>,
         commit: &str,
         cpu: Duration,
+        bound: CheckoutBound,
     ) -> Result<(), WorkspaceError> {
         let (name, from) = match source {
             Source::Path(p) => (*p, *p),
@@ -148,7 +149,8 @@ impl Snapshot {
         };
         Workspace::clone_bare(&self.dir, from, &self.git()).await?;
         let checkout = ["checkout", "--quiet", "--detach", commit];
-        Workspace::clone_job(&self.dir, name, &self.git(), &self.tree(), &checkout, cpu).await?;
+        let (git, tree, checkout) = (self.git(), self.tree(), (&checkout[..], commit));
+        Workspace::clone_job(&self.dir, name, &git, &tree, checkout, cpu, bound).await?;
         settle_index(&self.dir, &self.tree(), cpu).await?;
         let index = self.git().join("index");
         super::copy_index(&self.tree().join(".git/index"), &index).map_err(|source| {

@@ -488,3 +488,99 @@ async fn a_huge_sparse_file_is_left_out_of_the_patch_and_said() {
         );
     }
 }
+
+/// A hostile source repository whose base checks out to far more than
+/// the job's disk: one 64 MiB blob of a repeated line (a few hundred KiB
+/// packed) at 4 paths, 256 MiB checked out, under the 4 MiB limit, in the
+/// clone layout and the default one (the overlay's shared snapshot where
+/// the host mounts one). The job fails at provisioning naming the size
+/// and the limit, before anything is checked out: neither the job's
+/// directory nor `.snapshots` ever holds the files, and nothing is left
+/// behind. Before, the checkout was bounded only by the checkout's CPU
+/// (8 GB written in 21 s of it) and never charged to the job: the job ran
+/// `done` on 256 MiB it was never given.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_base_checking_out_past_the_limit_is_refused_before_its_checkout() {
+    for layout in ["clone", "auto"] {
+        let home = Home::new();
+        let spec = fake_codex_job(&home, "process", TURN, 60);
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            "timeout_secs = 60",
+            &format!("timeout_secs = 60\nmax_disk_bytes = {LIMIT}"),
+        );
+        std::fs::write(&spec, text).unwrap();
+        // The blob: written once to a temporary file, hashed in, deleted.
+        let repo = home.path().join("repo");
+        let blob_file = home.path().join("blob.txt");
+        let line = b"all work and no play makes a hostile repository\n";
+        let big = line.repeat((64 << 20) / line.len() + 1);
+        std::fs::write(&blob_file, &big[..64 << 20]).unwrap();
+        drop(big);
+        let id = git(&repo, &["hash-object", "-w", blob_file.to_str().unwrap()]);
+        std::fs::remove_file(&blob_file).unwrap();
+        for n in 0..4 {
+            let info = format!("100644,{},big/{n}.txt", id.trim());
+            git(&repo, &["update-index", "--add", "--cacheinfo", &info]);
+        }
+        git(&repo, &["commit", "-q", "-m", "big"]);
+        let commit = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+        let env: &[(&str, &str)] = match layout {
+            "clone" => &[("PADDOCK_WORKSPACE_LAYOUT", "clone")],
+            _ => &[],
+        };
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], env)
+            .await;
+        let rec = record(&out);
+        let reason = rec.reason.clone().unwrap_or_default();
+        // README.md (one block), then the first 64 MiB file: the listing
+        // stops there.
+        let said = reason.split_once(": ").map(|(at, said)| {
+            (
+                at.starts_with(&format!("workspace {}/", home.jobs().display())),
+                said.to_string(),
+            )
+        });
+        assert_eq!(
+            (rec.status, said),
+            (
+                JobStatus::Failed,
+                Some((
+                    true,
+                    format!(
+                        "the base commit {commit} checks out to at least {} bytes, past \
+                         limits.max_disk_bytes ({LIMIT} bytes); nothing was checked out",
+                        4096 + (64 << 20)
+                    )
+                ))
+            ),
+            "{layout}: {reason}"
+        );
+        assert_eq!(home.leftover_workspaces(), Vec::<String>::new(), "{layout}");
+        // What the jobs directory holds now: the lock and mirror files,
+        // nothing of the checkout.
+        assert!(
+            held(&home.jobs()) < LIMIT,
+            "{layout}: {} bytes under {}",
+            held(&home.jobs()),
+            home.jobs().display()
+        );
+    }
+}
+
+/// The bytes of every file under `dir` (no link followed).
+fn held(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .map(|e| {
+            let e = e.unwrap();
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            match meta.is_dir() {
+                true => held(&e.path()),
+                false => meta.len(),
+            }
+        })
+        .sum()
+}
