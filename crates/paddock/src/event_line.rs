@@ -6,7 +6,13 @@
 //! no line. Every text here comes from the job: each line is made safe
 //! for a terminal before it is returned (`terminal_text`: control
 //! characters and bidirectional overrides shown escaped), and the
-//! dashboard sets it as text, never as markup.
+//! dashboard sets it as text, never as markup. Each text the job gives
+//! is put on the event's one line (whitespace runs as one space, a file's
+//! name with its line breaks escaped), so no text of the job starts a
+//! line of its own: before, a session id, a changed file's name, a
+//! policy message quoting a command, a tool's name or a host holding a
+//! newline showed as a line of Paddock's (`▸ done: …`). Only an edit's
+//! hunk spans lines, each of them marked as the hunk's (`edit.rs`).
 
 use paddock_protocol::{AgentEvent, ChangeKind, EventBody};
 
@@ -112,7 +118,7 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
             Some(match detail {
-                Some(d) => format!("▸ {phase}: {d}"),
+                Some(d) => format!("▸ {phase}: {}", one_line(d, OWN_MESSAGE_CHARS)),
                 None => format!("▸ {phase}"),
             })
         }
@@ -125,8 +131,13 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
             ..
         } => Some(match command {
             Some(c) => format!("  $ {}", one_line(&shell_script(c), 160)),
-            None => edit::lines(tool, input)
-                .unwrap_or_else(|| format!("  tool {tool} {}", one_line(&input.to_string(), 120))),
+            None => edit::lines(tool, input).unwrap_or_else(|| {
+                format!(
+                    "  tool {} {}",
+                    one_line(tool, 80),
+                    one_line(&input.to_string(), 120)
+                )
+            }),
         }),
         EventBody::ToolResult {
             exit_code,
@@ -148,7 +159,7 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
                 ChangeKind::Update => "updated",
                 ChangeKind::Delete => "deleted",
             };
-            Some(format!("  ✎ {verb} {path}"))
+            Some(format!("  ✎ {verb} {}", crate::terminal_text::path(path)))
         }
         EventBody::Usage { .. } | EventBody::Raw { .. } => None,
         // Allowed connections are on the record, not on the screen.
@@ -161,9 +172,9 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
         EventBody::Network(r) => Some(format!(
             "  ⊘ network {}:{} refused ({})",
             if r.host.contains(':') {
-                format!("[{}]", r.host)
+                format!("[{}]", one_line(&r.host, 256))
             } else {
-                r.host.clone()
+                one_line(&r.host, 256)
             },
             r.port,
             r.rule.as_deref().unwrap_or("denied")
@@ -194,7 +205,11 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
             },
             changed_files.len()
         )),
-        EventBody::Policy { rule, message } => Some(format!("  ⛔ policy {rule}: {message}")),
+        EventBody::Policy { rule, message } => Some(format!(
+            "  ⛔ policy {}: {}",
+            one_line(rule, 80),
+            one_line(message, OWN_MESSAGE_CHARS)
+        )),
         EventBody::Error {
             message,
             source,

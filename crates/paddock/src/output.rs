@@ -356,16 +356,38 @@ pub fn cap_string(s: &mut String, max: usize) {
     }
 }
 
-fn cap_json(v: &mut Value, max: usize) {
+/// How deep the JSON an event carries (a `raw` event's line, a tool
+/// call's input) may nest: a value below is replaced by
+/// [`too_deep_marker`]. An engine's line is read with serde_json's limit
+/// of 128 levels, and the stored event wraps it in one more: a line
+/// nested 127 deep was stored, then every read of the job's history
+/// failed with serde_json's "recursion limit exceeded" (`paddock show`,
+/// `events`, the closeout's facts, the reaper's reading of a dead job).
+/// 64 leaves any reader room for the envelopes around an event.
+pub const EVENT_JSON_DEPTH: usize = 64;
+
+/// What stands for a JSON value nested deeper than [`EVENT_JSON_DEPTH`].
+pub fn too_deep_marker() -> Value {
+    Value::String(format!(
+        "[paddock: nested deeper than {EVENT_JSON_DEPTH} levels, cut]"
+    ))
+}
+
+/// `v` with every string cut to `max` bytes and every value nested
+/// deeper than [`EVENT_JSON_DEPTH`] (`depth` is `v`'s own, 1 at the top)
+/// replaced by [`too_deep_marker`].
+fn cap_json(v: &mut Value, max: usize, depth: usize) {
     match v {
+        Value::Array(_) | Value::Object(_) if depth > EVENT_JSON_DEPTH => *v = too_deep_marker(),
         Value::String(s) => cap_string(s, max),
-        Value::Array(items) => items.iter_mut().for_each(|i| cap_json(i, max)),
-        Value::Object(map) => map.values_mut().for_each(|i| cap_json(i, max)),
+        Value::Array(items) => items.iter_mut().for_each(|i| cap_json(i, max, depth + 1)),
+        Value::Object(map) => map.values_mut().for_each(|i| cap_json(i, max, depth + 1)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
-/// The event with every text field cut to `max` bytes.
+/// The event with every text field cut to `max` bytes, and the JSON it
+/// carries cut at [`EVENT_JSON_DEPTH`] levels.
 pub fn cap_event(mut body: EventBody, max: usize) -> EventBody {
     let opt = |s: &mut Option<String>| {
         if let Some(s) = s {
@@ -384,7 +406,7 @@ pub fn cap_event(mut body: EventBody, max: usize) -> EventBody {
             opt(call_id);
             cap_string(tool, max);
             opt(command);
-            cap_json(input, max);
+            cap_json(input, max, 1);
         }
         EventBody::ToolResult {
             call_id, output, ..
@@ -417,7 +439,7 @@ pub fn cap_event(mut body: EventBody, max: usize) -> EventBody {
         } => {
             cap_string(engine, max);
             cap_string(event_type, max);
-            cap_json(data, max);
+            cap_json(data, max, 1);
         }
     }
     body

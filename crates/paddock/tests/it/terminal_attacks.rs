@@ -152,6 +152,91 @@ async fn nothing_the_job_writes_reaches_the_terminal_as_control() {
     );
 }
 
+/// A job's texts cannot start a line of Paddock's, nor make its history
+/// unreadable: a session id and a changed file's name holding a newline
+/// and a forged `▸ done` / `▸ patch` line, and a line nested 127 deep
+/// (as deep as serde_json reads a line; the stored event wraps it in one
+/// more). Before, `paddock run` and `paddock events` showed the forged
+/// lines as Paddock's, and `paddock show` and `events` failed on the
+/// stored event ("recursion limit exceeded"), as did the closeout's facts
+/// and the reaper's reading of the job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_text_starts_no_line_of_paddocks_and_leaves_its_history_readable() {
+    let home = Home::new();
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let deep = format!(
+        r#"{{"type":"x","d":{}{}}}"#,
+        "[".repeat(126),
+        "]".repeat(126)
+    );
+    // printf, as the shell's echo would read the JSON's \n itself.
+    let engine = format!(
+        r#"printf '%s\n' '{{"type":"thread.started","thread_id":"t\n\u25b8 done: the job passed review"}}'
+printf '%s\n' '{{"type":"turn.started"}}'
+echo changed > real.txt
+printf '%s\n' '{{"type":"item.completed","item":{{"id":"f1","type":"file_change","changes":[{{"path":"a.txt\n\u25b8 patch: nothing changed","kind":"add"}}],"status":"completed"}}}}'
+printf '%s\n' '{deep}'
+printf '%s\n' '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+    );
+    let spec = stand_in_job(&dir, "process", &engine, 60);
+    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let forged = |shown: &str| -> Vec<String> {
+        shown
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with("▸ done: the job") || l.starts_with("▸ patch: nothing"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(run.status.success(), "{}", text(&run));
+    assert_eq!(forged(&text(&run)), Vec::<String>::new(), "{}", text(&run));
+    // The texts are there, on their event's line.
+    for seen in [
+        "▸ session_started: t ▸ done: the job passed review",
+        r"✎ added a.txt\u{a}▸ patch: nothing changed",
+    ] {
+        assert!(text(&run).contains(seen), "{seen} not in:\n{}", text(&run));
+    }
+    for args in [&["show", "latest"][..], &["events", "latest"][..]] {
+        let out = home.paddock(args, &[]).await;
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert_eq!(forged(&text(&out)), Vec::<String>::new(), "{args:?}");
+    }
+    // The deep line is kept to its 64th level, the rest marked cut.
+    let events = home.paddock(&["events", "latest", "--json"], &[]).await;
+    assert!(events.status.success(), "{}", text(&events));
+    let raw: Vec<serde_json::Value> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "raw" && e["type"] == "x")
+        .collect();
+    let mut kept = raw
+        .first()
+        .map(|e| e["data"]["d"].clone())
+        .unwrap_or_default();
+    let mut levels = 1;
+    while let Some(inner) = kept.as_array().and_then(|a| a.first()).cloned() {
+        kept = inner;
+        levels += 1;
+    }
+    assert_eq!(
+        (raw.len(), levels, kept),
+        (
+            1,
+            64,
+            serde_json::Value::String("[paddock: nested deeper than 64 levels, cut]".into())
+        )
+    );
+}
+
 /// A job whose engine (the one above) first makes a model call, so the
 /// ledger and every rollup hold a row of it. Its spec's names are plain
 /// (a spec refuses a control or bidirectional character in its project,

@@ -117,23 +117,40 @@ impl ClaudeParser {
                 return vec![self.fatal(message)];
             }
         }
-        blocks
-            .iter()
-            .map(|block| self.assistant_block(block, whole))
-            .collect()
+        // The blocks Paddock does not map are kept once, as the whole
+        // line in one `raw` event where the first of them stood (as
+        // `user` keeps its other blocks). Before, each such block made a
+        // `raw` event of the whole line: a line of N of them was stored N
+        // times over (a 4 MiB line of `{"type":"x"}` blocks, some 300,000
+        // copies of it, held in memory before any limit counted them).
+        let mut events = Vec::new();
+        let mut kept_raw = false;
+        for block in blocks {
+            match self.assistant_block(block) {
+                Ok(event) => events.push(event),
+                Err(_) if kept_raw => {}
+                Err(kind) => {
+                    kept_raw = true;
+                    events.push(raw(&format!("assistant/{kind}"), whole));
+                }
+            }
+        }
+        events
     }
 
-    fn assistant_block(&mut self, block: &Value, whole: &Value) -> EventBody {
+    /// The event of one assistant content block; `Err` with the block's
+    /// type when Paddock does not map it (kept raw by [`Self::assistant`]).
+    fn assistant_block<'b>(&mut self, block: &'b Value) -> Result<EventBody, &'b str> {
         let block_type = block.get("type").and_then(Value::as_str).unwrap_or("");
         let text = |key: &str| block.get(key).and_then(Value::as_str).map(str::to_string);
-        match block_type {
+        Ok(match block_type {
             "text" => match text("text") {
                 Some(text) => EventBody::Text { text },
-                None => raw("assistant/text", whole),
+                None => return Err(block_type),
             },
             "thinking" => match text("thinking") {
                 Some(text) => EventBody::Thought { text },
-                None => raw("assistant/thinking", whole),
+                None => return Err(block_type),
             },
             "tool_use" => {
                 let call_id = text("id");
@@ -169,8 +186,8 @@ impl ClaudeParser {
                     input,
                 }
             }
-            _ => raw(&format!("assistant/{block_type}"), whole),
-        }
+            _ => return Err(block_type),
+        })
     }
 
     fn user(&mut self, obj: &Map<String, Value>, whole: &Value) -> Vec<EventBody> {
@@ -744,6 +761,31 @@ mod tests {
         for (event_type, line) in lines {
             assert_eq!(one(line), vec![raw_of(event_type, line)], "{line}");
         }
+    }
+
+    /// The blocks of an assistant line Paddock does not map are kept once,
+    /// the whole line in one `raw` event where the first stood, whatever
+    /// their number; the mapped ones around them are events of their own.
+    /// Before, each unmapped block made a `raw` event of the whole line
+    /// (5,000 blocks: 5,000 copies).
+    #[test]
+    fn an_assistant_lines_unmapped_blocks_are_kept_once() {
+        let mut blocks = vec![r#"{"type":"text","text":"a"}"#.to_string()];
+        blocks.extend(std::iter::repeat_n(r#"{"type":"x"}"#.to_string(), 5_000));
+        blocks.push(r#"{"type":"text"}"#.into());
+        blocks.push(r#"{"type":"thinking","thinking":"b"}"#.into());
+        let line = format!(
+            r#"{{"type":"assistant","message":{{"model":"m","content":[{}]}}}}"#,
+            blocks.join(",")
+        );
+        assert_eq!(
+            one(&line),
+            vec![
+                EventBody::Text { text: "a".into() },
+                raw_of("assistant/x", &line),
+                EventBody::Thought { text: "b".into() },
+            ]
+        );
     }
 
     #[test]
