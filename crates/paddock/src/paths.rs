@@ -32,11 +32,33 @@ pub enum PathsError {
     },
 }
 
+/// What named the store, where it is not the default one under the data
+/// directory: `--db` or `PADDOCK_DB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreNamedBy {
+    Flag,
+    Env,
+}
+
+impl std::fmt::Display for StoreNamedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StoreNamedBy::Flag => "--db",
+            StoreNamedBy::Env => "PADDOCK_DB",
+        })
+    }
+}
+
 /// The host locations one `paddock` process uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
     /// The store: a SQLite database file, or a PostgreSQL database.
     pub db: StoreAt,
+    /// What named `db`; `None` for the default one under the data
+    /// directory (a fresh install has none yet, which a command that only
+    /// reads reads as empty, where one named that is not there is an
+    /// error: a typo, an unmounted share).
+    pub db_named_by: Option<StoreNamedBy>,
     /// Per-job artifacts (patch, raw engine output) that outlive the workspace.
     pub artifacts: PathBuf,
     /// Per-job workspaces, removed at the end of each job.
@@ -44,9 +66,10 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// Defaults from the environment, overridden by the given values.
+    /// Defaults from the environment, overridden by the given values (the
+    /// store with what named it).
     pub fn resolve(
-        db: Option<PathBuf>,
+        db: Option<(PathBuf, StoreNamedBy)>,
         data_dir: Option<PathBuf>,
         jobs_dir: Option<PathBuf>,
     ) -> Result<Paths, PathsError> {
@@ -66,7 +89,8 @@ impl Paths {
         let real = |p: PathBuf| canonical(&p).unwrap_or(p);
         let data = real(data);
         Ok(Paths {
-            db: match db {
+            db_named_by: db.as_ref().map(|(_, by)| *by),
+            db: match db.map(|(db, _)| db) {
                 Some(db) => match db.to_str().filter(|d| is_postgres_url(d)) {
                     Some(url) => StoreAt::Postgres(
                         PgUrl::parse(url).map_err(|source| PathsError::StoreUrl { source })?,
@@ -84,6 +108,7 @@ impl Paths {
     pub fn under(root: &Path) -> Paths {
         Paths {
             db: StoreAt::File(root.join("paddock.db")),
+            db_named_by: None,
             artifacts: root.join("artifacts"),
             jobs: root.join("jobs"),
         }

@@ -13,9 +13,15 @@
 //!
 //! Its gits run on the directory given, never on a repository the
 //! environment names (`GIT_DIR`, `GIT_WORK_TREE` and the rest are left out:
-//! `paddock::workspace::users_git`); a repository git refuses to read (one
-//! another user owns, not a `safe.directory`) is refused with git's own
-//! reason, `--outside-git` or not. What it needs of the store is read
+//! `paddock::workspace::users_git`), nor with the environment's limits on
+//! git's search for the repository above it (`GIT_CEILING_DIRECTORIES`,
+//! `GIT_DISCOVERY_ACROSS_FILESYSTEM`: `users_git::locating_command`), so a
+//! directory inside a git directory is found to be there; a repository
+//! git refuses to read (one another user owns, not a `safe.directory`; a
+//! `.git` file naming a directory that is not there) is refused with
+//! git's own reason, `--outside-git` or not: only git's "not a git
+//! repository (or any of the parent directories)" (or "… any parent up to
+//! mount point …") is no repository. What it needs of the store is read
 //! before the patch is applied, so once it is, what was applied is said.
 //!
 //! A later attempt resumed on an earlier attempt's branch (`paddock run
@@ -351,7 +357,7 @@ fn git_apply(top: &Path, patch: &Path, way: Direction) -> std::io::Result<Applie
         Direction::Forward { check: true } => &["--check"],
         Direction::ReverseCheck => &["--reverse", "--check"],
     };
-    let mut child = users_git::command()
+    let mut child = users_git::locating_command()
         .arg("-C")
         .arg(top)
         .arg("apply")
@@ -482,25 +488,41 @@ enum Place {
 }
 
 /// Where `dir` is ([`Place`]), asked of the user's git in `dir` (never of
-/// a repository the environment names: `users_git`). Only git's own "not
-/// a git repository" is [`Place::Nowhere`]; any other failure is git's
-/// refusal (before, every failure read as no working tree, and the
-/// message told to write the files there with `--outside-git`).
+/// a repository the environment names, nor with its limits on the search
+/// above `dir`: `users_git::locating_command`). Only git's own word that
+/// it found no repository in `dir` or above ([`found_none`]) is
+/// [`Place::Nowhere`]; any other failure is git's refusal (before, every
+/// failure read as no working tree, and the message told to write the
+/// files there with `--outside-git`; then any "not a git repository"
+/// did, a `.git` file naming a directory not there among them).
 fn place_of(dir: &Path) -> std::io::Result<Place> {
     if let Ok(top) = rev_parse_path(dir, "--show-toplevel")? {
         return Ok(Place::WorkTree(top));
     }
     Ok(match rev_parse_path(dir, "--absolute-git-dir")? {
         Ok(git_dir) => Place::GitDir(git_dir),
-        Err(why) if why.to_ascii_lowercase().contains("not a git repository") => Place::Nowhere,
+        Err(why) if found_none(&why) => Place::Nowhere,
         Err(why) => Place::Refused(why),
+    })
+}
+
+/// Whether git's message (untranslated: `LC_ALL=C`) says it looked in the
+/// directory and every one above it and found no repository: "not a git
+/// repository (or any of the parent directories)", or "(or any parent up
+/// to mount point …)" where its search stopped at a filesystem's edge.
+/// "not a git repository: PATH" alone is git refusing a repository it
+/// found (a `.git` file naming a directory that is not there).
+fn found_none(why: &str) -> bool {
+    why.lines().any(|line| {
+        line.starts_with("fatal: not a git repository (or any of the parent directories)")
+            || line.starts_with("fatal: not a git repository (or any parent up to mount point ")
     })
 }
 
 /// The path `git rev-parse ASK` prints in `dir`, or its message (its
 /// stderr, in git's untranslated words) when it fails or prints nothing.
 fn rev_parse_path(dir: &Path, ask: &str) -> std::io::Result<Result<PathBuf, String>> {
-    let out = users_git::command()
+    let out = users_git::locating_command()
         .arg("-C")
         .arg(dir)
         .args(["rev-parse", ask])

@@ -186,8 +186,17 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
 
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     use clap::CommandFactory as _;
+    // `--db` or `PADDOCK_DB` (clap takes the flag first): a missing store
+    // one names is an error saying which (`open_store_or_empty`).
+    let db = cli.db.clone().map(|db| {
+        let by = match std::env::var_os(paddock::store::PADDOCK_DB) {
+            Some(env) if env == db.as_os_str() => paddock::paths::StoreNamedBy::Env,
+            _ => paddock::paths::StoreNamedBy::Flag,
+        };
+        (db, by)
+    });
     let paths = || {
-        let paths = Paths::resolve(cli.db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone())
+        let paths = Paths::resolve(db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone())
             .map_err(|e| match e {
                 paddock::paths::PathsError::StoreUrl { .. } => Failure::BadInput(e.into()),
                 e => Failure::Internal(e.into()),
@@ -316,6 +325,13 @@ async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> {
 /// Paddock's schema is still the caller's mistake. Before, `paddock jobs`
 /// and `paddock usage` on a fresh install exited 2 where `paddock token
 /// list` answered an empty table.
+///
+/// Only the default store (under the data directory) reads so: one that
+/// `--db` or `PADDOCK_DB` names and that is not there (a typo, an
+/// unmounted share) is an error naming it and which of the two named it
+/// (exit 2), so that a billing script reading `paddock usage` never
+/// records nothing for a store it did not reach. Before, it read as
+/// empty, exit 0.
 pub async fn open_store_or_empty(paths: &Paths) -> Result<SharedStore, Failure> {
     match open_existing_store(paths).await {
         Err(Failure::BadInput(e))
@@ -324,6 +340,13 @@ pub async fn open_store_or_empty(paths: &Paths) -> Result<SharedStore, Failure> 
                 Some(StoreError::Missing { .. })
             ) =>
         {
+            if let Some(by) = paths.db_named_by {
+                return Err(Failure::BadInput(anyhow::anyhow!(
+                    "no store at {}, which {by} names: nothing has run with this database \
+                     (check {by})",
+                    paths.db
+                )));
+            }
             let empty = paddock::store::SqliteStore::open_in_memory()
                 .await
                 .context("open an empty store in memory")?;

@@ -48,6 +48,13 @@ pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
             "{}",
             paddock::terminal_text::json::to_string(&page).context("serialize the ledger page")?
         );
+        // Its first page empty: said on stderr, as the report says it.
+        if page.calls.is_empty() && args.cursor.is_none() {
+            errln!(
+                "no usage yet in {}: no model call has been made (`paddock run SPEC` runs one)",
+                paddock::terminal_text::line(&paths.db.to_string())
+            );
+        }
         return Ok(exit::DONE);
     }
     let report = paddock::usage::from_store(store.as_ref())

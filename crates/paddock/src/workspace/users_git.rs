@@ -13,10 +13,15 @@
 //! it runs a git on another repository (`git rev-parse --local-env-vars`,
 //! less the command line's `-c` settings, which git passes on, and which
 //! cannot move a repository). `GIT_CEILING_DIRECTORIES` and
-//! `GIT_DISCOVERY_ACROSS_FILESYSTEM` are kept: they only stop git's search
-//! for a repository above the directory (the user's word on where theirs
-//! end), so they can make git find none, which `paddock apply` refuses,
-//! never another one.
+//! `GIT_DISCOVERY_ACROSS_FILESYSTEM` ([`DISCOVERY_ENV`]) are kept for a
+//! git run on a repository Paddock names: they only stop git's search
+//! above it. A git asking where a directory is ([`locating_command`],
+//! `paddock apply`'s) runs without them: a ceiling stops the search
+//! short of the repository that holds the directory, so git finds none
+//! (`GIT_CEILING_DIRECTORIES=/r/.git` in `/r/.git/hooks`), and a directory
+//! in no repository is one `paddock apply --outside-git` writes the job's
+//! files into (before, they were kept, and it wrote them among git's
+//! hooks).
 
 use std::process::Command;
 
@@ -39,6 +44,23 @@ pub const REPOSITORY_ENV: &[&str] = &[
     "GIT_SHALLOW_FILE",
     "GIT_WORK_TREE",
 ];
+
+/// The variables that only stop git's search for a repository above the
+/// directory it runs in, which [`locating_command`] also leaves out.
+pub const DISCOVERY_ENV: &[&str] = &["GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM"];
+
+/// [`command`] without [`DISCOVERY_ENV`] either: for asking where a
+/// directory is (and acting on that answer), whose answer is the
+/// repository that holds it, wherever the user's environment stops
+/// git's search (git's own default then stops it at a filesystem's
+/// mount point).
+pub fn locating_command() -> Command {
+    let mut cmd = command();
+    for name in DISCOVERY_ENV {
+        cmd.env_remove(name);
+    }
+    cmd
+}
 
 /// The user's git (`host_git::git_program`), not started: this process's
 /// environment less [`REPOSITORY_ENV`], no prompt for a credential. The
@@ -97,5 +119,24 @@ mod tests {
         expected.push(("GIT_TERMINAL_PROMPT".into(), Some("0".into())));
         expected.sort();
         assert_eq!(envs, expected);
+    }
+
+    /// A locating command also has neither of the discovery limits.
+    #[test]
+    fn a_locating_command_takes_no_discovery_limit_either() {
+        let cmd = locating_command();
+        let mut removed: Vec<String> = cmd
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        removed.sort();
+        let mut expected: Vec<String> = REPOSITORY_ENV
+            .iter()
+            .chain(DISCOVERY_ENV)
+            .map(|v| v.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(removed, expected);
     }
 }

@@ -224,3 +224,85 @@ async fn paddock_apply_says_what_it_applied_whatever_the_store_does_after() {
         )
     );
 }
+
+/// `GIT_CEILING_DIRECTORIES` (and `GIT_DISCOVERY_ACROSS_FILESYSTEM`) in
+/// the user's environment do not hide the repository above the directory:
+/// with a ceiling at a checkout's `.git`, its `hooks/` is still found to
+/// be inside that git directory and refused, `--outside-git` or not,
+/// nothing written. Before, git stopped at the ceiling, said "not a git
+/// repository", and `--outside-git` wrote the job's files, its hook
+/// among them, into `.git/hooks/`.
+#[tokio::test]
+async fn paddock_apply_finds_the_git_directory_past_a_ceiling() {
+    let home = Home::new();
+    let job = hook_writing_job(&home).await;
+    let repo = new_dir(&home, "r");
+    git(&repo, &["init", "-q"]);
+    let git_dir = repo.join(".git");
+    let hooks = git_dir.join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let hooks_before = files(&git_dir);
+    let ceiling = [
+        ("GIT_CEILING_DIRECTORIES", git_dir.to_str().unwrap()),
+        ("GIT_DISCOVERY_ACROSS_FILESYSTEM", "0"),
+    ];
+    let args = [
+        "apply",
+        &job,
+        "--outside-git",
+        "--repo",
+        hooks.to_str().unwrap(),
+    ];
+    let said = outcome(home.paddock(&args, &ceiling).await);
+    assert_eq!(
+        (said, files(&git_dir)),
+        (
+            (
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: {} is inside the git directory {}, not a working tree: job {job}'s \
+                     patch was not applied (its files would land among git's own, such as the \
+                     hooks git runs); name the working tree with --repo DIR\n",
+                    hooks.display(),
+                    git_dir.display()
+                )
+            ),
+            hooks_before
+        )
+    );
+}
+
+/// A `.git` file naming a git directory that is not there is a
+/// repository git cannot read, not a plain directory: refused with git's
+/// message, `--outside-git` or not, nothing written. Before, git's "not a
+/// git repository: PATH" read as no repository at all, and
+/// `--outside-git` wrote the job's files beside the `.git` file.
+#[tokio::test]
+async fn paddock_apply_refuses_a_git_file_naming_no_directory() {
+    let home = Home::new();
+    let job = hook_writing_job(&home).await;
+    let dir = new_dir(&home, "linked");
+    let missing = dir.join("missing");
+    std::fs::write(dir.join(".git"), format!("gitdir: {}\n", missing.display())).unwrap();
+    let mut said = Vec::new();
+    for extra in [&[][..], &["--outside-git"][..]] {
+        let mut args = vec!["apply", &job, "--repo", dir.to_str().unwrap()];
+        args.extend(extra);
+        said.push(outcome(home.paddock(&args, &[]).await));
+    }
+    let refusal = (
+        Some(2),
+        String::new(),
+        format!(
+            "paddock: {} is in a repository git refuses to read: job {job}'s patch was not \
+             applied; git says:\nfatal: not a git repository: {}\n",
+            dir.display(),
+            missing.display()
+        ),
+    );
+    assert_eq!(
+        (said, files(&dir)),
+        (vec![refusal.clone(), refusal], Vec::<String>::new())
+    );
+}

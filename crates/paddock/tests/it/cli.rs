@@ -372,13 +372,16 @@ async fn events_of_an_unknown_job_is_bad_input() {
     );
 }
 
-/// The read-only commands on a fresh install (no store yet, the default
-/// place or a `--db` naming no file) answer from an empty store, naming
-/// the file, and create nothing: `paddock jobs` and `paddock usage` say
-/// there are no jobs or usage yet and exit 0, as `paddock token list`
-/// does; a command naming a job says it names none in that file (exit 2).
-/// Before, `jobs` and `usage` exited 2 ("no store at …: nothing has run
-/// with this database (check --db)") on a fresh install.
+/// The read-only commands on a fresh install (no store yet in the default
+/// place) answer from an empty store, naming the file, and create
+/// nothing: `paddock jobs` and `paddock usage` (`--ledger` too) say there
+/// are no jobs or usage yet and exit 0, as `paddock token list` does; a
+/// command naming a job says it names none in that file (exit 2). Before,
+/// `jobs` and `usage` exited 2 ("no store at …: nothing has run with this
+/// database (check --db)") on a fresh install. A store `--db` or
+/// `PADDOCK_DB` names that is not there (a typo, an unmounted share) is
+/// an error naming it and which named it, exit 2, nothing created:
+/// before, it read as empty too, and `paddock usage` said $0, exit 0.
 #[tokio::test]
 async fn read_only_commands_read_a_missing_store_as_empty_and_create_nothing() {
     let home = Home::new();
@@ -388,6 +391,14 @@ async fn read_only_commands_read_a_missing_store_as_empty_and_create_nothing() {
     let typo_s = typo.to_str().unwrap();
     let header =
         "JOB  STATUS  TICKET  ATTEMPT  ENGINE  MODEL  ISOLATION  DURATION  COST  CREATED  HOST\n";
+    // `--ledger`'s first page, empty.
+    const LEDGER_EMPTY: &str = "{\"calls\":[],\"next_cursor\":\"0\",\"more\":false}\n";
+    let missing = |by: &str| {
+        format!(
+            "paddock: no store at {typo_s}, which {by} names: nothing has run with this \
+             database (check {by})\n"
+        )
+    };
     let mut seen = Vec::new();
     for args in [
         vec!["jobs"],
@@ -397,8 +408,10 @@ async fn read_only_commands_read_a_missing_store_as_empty_and_create_nothing() {
         vec!["usage", "--by", "model"],
         vec!["show", "latest"],
         vec!["events", "job-nope"],
+        vec!["usage", "--ledger"],
         vec!["--db", typo_s, "jobs"],
         vec!["--db", typo_s, "events", "latest"],
+        vec!["--db", typo_s, "usage", "--ledger"],
     ] {
         let out = home.paddock(&args, &[]).await;
         seen.push((
@@ -457,19 +470,40 @@ async fn read_only_commands_read_a_missing_store_as_empty_and_create_nothing() {
                 format!("paddock: no job `job-nope` (no job id is or starts with it) in {db}\n")
             ),
             row(
-                &format!("--db {typo_s} jobs"),
+                "usage --ledger",
                 0,
-                header,
-                format!("no jobs yet in {typo_s} (`paddock run SPEC` runs one)\n")
+                LEDGER_EMPTY,
+                format!(
+                    "no usage yet in {db}: no model call has been made (`paddock run SPEC` runs \
+                     one)\n"
+                )
             ),
+            row(&format!("--db {typo_s} jobs"), 2, "", missing("--db")),
             row(
                 &format!("--db {typo_s} events latest"),
                 2,
                 "",
-                format!("paddock: no jobs yet: `latest` names none in {typo_s}\n")
+                missing("--db")
+            ),
+            row(
+                &format!("--db {typo_s} usage --ledger"),
+                2,
+                "",
+                missing("--db")
             ),
         ]
     );
+    let mut by_env = Vec::new();
+    for args in [vec!["usage", "--json"], vec!["show", "latest"]] {
+        let out = home.paddock(&args, &[("PADDOCK_DB", typo_s)]).await;
+        by_env.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out),
+        ));
+    }
+    let refused = (Some(2), String::new(), missing("PADDOCK_DB"));
+    assert_eq!(by_env, vec![refused.clone(), refused]);
     assert_eq!(
         (
             typo.parent().unwrap().exists(),
