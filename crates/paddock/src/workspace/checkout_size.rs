@@ -2,10 +2,13 @@
 //! (`Workspace::clone_job`, in both layouts): the repository is as hostile
 //! as the job, and a few MB of one highly compressible blob at several
 //! paths check out to many GB, which git writes as fast as the disk takes
-//! them. The base tree is listed with each blob's size (`git ls-tree -r -l
-//! -z --full-tree`), record by record, the git held to the job's git CPU
+//! them. The base tree is listed with each blob's size (`git ls-tree -r -t
+//! -l -z --full-tree`), record by record, the git held to the job's git CPU
 //! (`host_git::job_git_cpu`): each file counted as the disk watcher counts
-//! it (whole 4 KiB blocks, at least one), the listing stopped as soon as
+//! it (whole 4 KiB blocks, at least one), each directory one block (`-t`
+//! lists every tree where it occurs: before, directories were not counted,
+//! and 100 entries naming one 1,500-deep subtree checked out 150,100
+//! directories charged as 100 files), the listing stopped as soon as
 //! the total is past the bound, so neither a tree of many entries nor one
 //! holding its own subtrees again and again costs more than the limit
 //! allows. The checkout is refused when its total is past the job's
@@ -68,7 +71,7 @@ pub async fn checked(
         timeout: host_git::GIT_TIMEOUT,
         cpu_limit: Some(cpu),
     };
-    let args = ["ls-tree", "-r", "-l", "-z", "--full-tree", commit];
+    let args = ["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", commit];
     let mut total = 0u64;
     let past = |total: u64| match total > bound.max_bytes {
         true => WorkspaceError::CheckoutPastLimit {
@@ -97,8 +100,9 @@ pub async fn checked(
 }
 
 /// What one record of `ls-tree -l` (`MODE TYPE ID SIZE\tPATH`) is counted
-/// for: a blob's size in whole blocks, at least one; a submodule's commit
-/// (size `-`, nothing checked out but its directory), one block.
+/// for: a blob's size in whole blocks, at least one; a directory (a tree,
+/// size `-`) or a submodule's commit (size `-`, nothing checked out but
+/// its directory), one block.
 fn charge(record: &[u8]) -> u64 {
     let head = record
         .iter()
@@ -137,8 +141,9 @@ mod tests {
                 charge(rec("4096").as_bytes()),
                 charge(rec("4097").as_bytes()),
                 charge(format!("160000 commit {}       -\tsub", "b".repeat(40)).as_bytes()),
+                charge(format!("040000 tree {}       -\tdir", "c".repeat(40)).as_bytes()),
             ],
-            [4096, 4096, 4096, 8192, 4096]
+            [4096, 4096, 4096, 8192, 4096, 4096]
         );
     }
 }

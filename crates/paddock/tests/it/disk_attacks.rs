@@ -329,20 +329,32 @@ async fn a_setup_command_past_the_limit_stops_the_job() {
 }
 
 /// The host's floor: with the jobs file system below the reserve (here a
-/// reserve no disk has free) the job is stopped however little it wrote.
+/// reserve no disk has free) the job is refused at provisioning, before
+/// its base is checked out (`workspace/checkout_size.rs`), nothing left
+/// behind. (Before 0328f4e3 it started and the disk watcher stopped it;
+/// the watcher's floor, for a host that falls below it while a job runs,
+/// is `runner::disk_watch::tests::a_file_system_below_the_reserve_stops_the_job`.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_below_its_reserve_stops_the_job() {
     for rung in rungs() {
-        let probed = probe(
+        let (rec, _, left) = probe(
             rung,
             "sleep 60",
             None,
             &[("PADDOCK_DISK_RESERVE_MB", "1000000000000")],
         )
         .await;
-        let reason = ended(rung, &probed);
-        assert!(
-            reason.contains("bytes free, below the host's reserve of 1048576000000000000 bytes (PADDOCK_DISK_RESERVE_MB); the job was stopped"),
+        let reason = rec.reason.clone().unwrap_or_default();
+        assert_eq!(
+            (
+                rec.status,
+                left,
+                reason.contains(
+                    "less the host's reserve of 1048576000000000000 bytes \
+                     (PADDOCK_DISK_RESERVE_MB); nothing was checked out"
+                )
+            ),
+            (JobStatus::Failed, Vec::<String>::new(), true),
             "{rung}: {reason}"
         );
     }
@@ -533,8 +545,8 @@ async fn a_base_checking_out_past_the_limit_is_refused_before_its_checkout() {
             .await;
         let rec = record(&out);
         let reason = rec.reason.clone().unwrap_or_default();
-        // README.md (one block), then the first 64 MiB file: the listing
-        // stops there.
+        // README.md (one block), the directory big/ (one block), then the
+        // first 64 MiB file: the listing stops there.
         let said = reason.split_once(": ").map(|(at, said)| {
             (
                 at.starts_with(&format!("workspace {}/", home.jobs().display())),
@@ -550,7 +562,7 @@ async fn a_base_checking_out_past_the_limit_is_refused_before_its_checkout() {
                     format!(
                         "the base commit {commit} checks out to at least {} bytes, past \
                          limits.max_disk_bytes ({LIMIT} bytes); nothing was checked out",
-                        4096 + (64 << 20)
+                        4096 + 4096 + (64 << 20)
                     )
                 ))
             ),
@@ -566,6 +578,44 @@ async fn a_base_checking_out_past_the_limit_is_refused_before_its_checkout() {
             home.jobs().display()
         );
     }
+}
+
+/// A base of one small file 1,100 directories deep: each directory the
+/// checkout makes is a block the disk watcher counts, 1,100 blocks past
+/// the 4 MiB limit (1,024 blocks). Refused at provisioning as a base of
+/// large files is. Before, directories were not counted: the listing
+/// saw one small file, and the job ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_base_of_deep_directories_is_counted_by_its_directories() {
+    let home = Home::new();
+    let spec = fake_codex_job(&home, "process", TURN, 60);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 60",
+        &format!("timeout_secs = 60\nmax_disk_bytes = {LIMIT}"),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let repo = home.path().join("repo");
+    let deep: std::path::PathBuf = std::iter::repeat_n("d", 1100).collect();
+    std::fs::create_dir_all(repo.join(&deep)).unwrap();
+    std::fs::write(repo.join(&deep).join("f.txt"), "x\n").unwrap();
+    git(&repo, &["add", "d"]);
+    git(&repo, &["commit", "-q", "-m", "deep"]);
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let reason = rec.reason.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            rec.status,
+            reason.contains(&format!(
+                "past limits.max_disk_bytes ({LIMIT} bytes); nothing was checked out"
+            ))
+        ),
+        (JobStatus::Failed, true),
+        "{reason}"
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
 /// The bytes of every file under `dir` (no link followed).
